@@ -1,0 +1,111 @@
+"""The typed error hierarchy of memir's runtime.
+
+Every error says what went wrong *and what to do*. Callers catch :class:`MemirError` for
+"anything memir raised"; the subclasses let them be precise. Nothing here shadows a builtin
+(contrast mem0's ``MemoryError``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "MemirError",
+    "ValidationError",
+    "ContentTooLargeError",
+    "VectorError",
+    "FilterError",
+    "NotFoundError",
+    "ScopeError",
+    "EncoderUnavailableError",
+    "EncoderMismatchError",
+    "SchemaMismatchError",
+    "InfeasibleError",
+    "SolverError",
+    "MissingDependencyError",
+]
+
+
+class MemirError(Exception):
+    """Base class of every error memir raises on purpose."""
+
+
+class ValidationError(MemirError, ValueError):
+    """A record or argument failed validation at the boundary.
+
+    Attributes:
+        field: dotted path of the offending field (``"provenance.user_id"``), or ``None``.
+        problems: every problem found, as ``(field, message)`` pairs (collected, then raised once).
+    """
+
+    def __init__(self, message: str, *, field: str | None = None,
+                 problems: list[tuple[str, str]] | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+        self.problems = problems or ([(field, message)] if field else [])
+
+    @classmethod
+    def from_pydantic(cls, exc: Any, *, what: str = "record") -> "ValidationError":
+        """Turn a ``pydantic.ValidationError`` into ours, naming every failing field."""
+        problems = []
+        for err in exc.errors():
+            loc = ".".join(str(p) for p in err.get("loc", ())) or "<root>"
+            problems.append((loc, str(err.get("msg", "invalid"))))
+        lines = "; ".join(f"{loc}: {msg}" for loc, msg in problems)
+        first = problems[0][0] if problems else None
+        return cls(f"invalid {what} — {lines}", field=first, problems=problems)
+
+
+class ContentTooLargeError(ValidationError):
+    """``content`` is longer than the store's configured limit (``StoreConfig.max_content_chars``)."""
+
+
+class VectorError(ValidationError):
+    """An embedding is malformed: wrong dimension, NaN/inf, or made by another encoder."""
+
+
+class FilterError(ValidationError):
+    """A filter value is not allowed (unknown field, wrong type, or a value that is not a plain id)."""
+
+
+class NotFoundError(MemirError, KeyError):
+    """No memory with that id exists *in this scope* (another user's id is indistinguishable)."""
+
+    def __str__(self) -> str:  # KeyError quotes its message; keep it readable
+        return str(self.args[0]) if self.args else "not found"
+
+
+class ScopeError(MemirError):
+    """An operation tried to leave its scope (e.g. ``derived_from`` pointing at another user's memory)."""
+
+
+class EncoderUnavailableError(MemirError):
+    """No sentence encoder could be loaded. The message lists the install command that fixes it."""
+
+
+class EncoderMismatchError(MemirError):
+    """Vectors in the store were made by a different encoder than the one in use (run ``memir reembed``)."""
+
+
+class SchemaMismatchError(MemirError):
+    """A utility model was fit on another feature-schema version than this runtime computes."""
+
+
+class InfeasibleError(MemirError):
+    """The hard retention rules cannot all hold at once.
+
+    Attributes:
+        conflicts: human-readable names of the rules in conflict.
+    """
+
+    def __init__(self, message: str, *, conflicts: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.conflicts = conflicts or []
+
+
+class SolverError(MemirError):
+    """A solver failed in a way that is not infeasibility (status, time limit with no incumbent...)."""
+
+
+class MissingDependencyError(MemirError, ImportError):
+    """An optional dependency is not installed; the message names the exact ``pip install``."""

@@ -1,0 +1,53 @@
+# memir — `make help` lists the targets. Variables can be overridden: `make train ROUNDS=3`.
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+PRESET ?= default
+ROUNDS ?=
+PYTEST_ARGS ?=
+ENCODER_DIR ?= $(HOME)/.cache/memir/encoders/all-MiniLM-L6-v2
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export MEMIR_ENCODER_DIR := $(ENCODER_DIR)
+
+.DEFAULT_GOAL := help
+.PHONY: help install encoder test test-fast train eval bench lint clean
+
+help: ## Show this help
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-10s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+$(BIN)/.installed: pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q torch==2.13.0   # first, pinned: the CPU wheel on disk (a looser spec pulls CUDA)
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $@
+
+install: $(BIN)/.installed ## Build .venv with every extra (torch pinned to 2.13.0, installed first)
+
+$(ENCODER_DIR)/model.onnx: | $(BIN)/.installed
+	$(BIN)/python -m runtime.encoder_export --out $(ENCODER_DIR)
+
+encoder: $(ENCODER_DIR)/model.onnx ## Export the offline all-MiniLM-L6-v2 encoder to ONNX (once)
+
+test: install encoder ## Run the test suite (fails on failures and on "no tests")
+	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+test-fast: install ## Tests without the slow end-to-end ones
+	$(BIN)/python -m pytest -q -m "not slow" $(PYTEST_ARGS)
+
+train: install encoder ## Self-play training rounds; writes checkpoints/ (PRESET=default ROUNDS=N)
+	$(BIN)/python -m train.loop --preset $(PRESET) $(if $(ROUNDS),--rounds $(ROUNDS),)
+
+eval: install encoder ## Evaluate policies; writes reports/eval.json, eval.md and plots
+	$(BIN)/python -m train.evaluate all --out reports/eval.json
+
+bench: install encoder ## Benchmarks: store, retention, scorer, encoder (figures + ratios vs baselines)
+	$(BIN)/python bench/run_all.py
+
+lint: install ## ruff + mypy on runtime/
+	$(BIN)/ruff check runtime utilitynet train tests
+	$(BIN)/mypy runtime
+
+clean: ## Remove the venv and caches (keeps checkpoints/ and data/)
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

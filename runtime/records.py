@@ -1,0 +1,70 @@
+"""Build a :class:`MemIR` from ``scope.write("text", **typed_fields)`` keyword arguments.
+
+Flat keywords are the friendly form (``source_type=``, ``session_id=``, ``sub_role=``, ``flags=``…);
+the nested models (``provenance=``, ``role_context=``, ``metadata=``) are accepted too. The scope
+always sets the tenant fields (user_id, agent_id): a caller cannot write into another scope.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError as PydanticValidationError
+
+from .errors import ValidationError
+from .memir import MemIR, Metadata, Provenance, RoleContext, Usage
+
+__all__ = ["build_record", "WRITE_FIELDS"]
+
+_GROUPS: dict[str, type] = {"provenance": Provenance, "role_context": RoleContext, "metadata": Metadata,
+                            "usage": Usage}
+_TOP = {"id", "created_at"}
+_FLAT: dict[str, tuple[str, str]] = {}
+for _group, _model in _GROUPS.items():
+    for _name in _model.model_fields:
+        if _group == "provenance" and _name in ("user_id", "agent_id"):
+            continue
+        _FLAT[_name] = (_group, _name)
+_FLAT["source_type"] = ("provenance", "type")
+_FLAT.pop("type", None)
+
+WRITE_FIELDS = sorted(_TOP | set(_FLAT) | set(_GROUPS))
+
+
+def build_record(content: str, *, user_id: str, agent_id: str, **fields: Any) -> MemIR:
+    """Assemble and validate a record for the scope ``(user_id, agent_id)``.
+
+    Raises:
+        ValidationError: unknown keyword (the message lists valid ones) or an invalid value (the
+            message names the field, e.g. ``metadata.confidence``).
+    """
+    unknown = sorted(k for k in fields if k not in _TOP and k not in _FLAT and k not in _GROUPS)
+    if unknown:
+        raise ValidationError(f"unknown field(s) {unknown} for write(); valid fields: {', '.join(WRITE_FIELDS)}",
+                              field=unknown[0])
+    nested: dict[str, dict[str, Any]] = {g: {} for g in _GROUPS}
+    for g in _GROUPS:
+        obj = fields.pop(g, None)
+        if obj is not None:
+            nested[g].update(obj.model_dump() if hasattr(obj, "model_dump") else dict(obj))
+    body: dict[str, Any] = {"content": content}
+    for k, v in fields.items():
+        if k in _TOP:
+            body[k] = v
+        else:
+            g, name = _FLAT[k]
+            nested[g][name] = v
+    for key in ("user_id", "agent_id"):
+        given = nested["provenance"].get(key)
+        scope_value = user_id if key == "user_id" else agent_id
+        if given is not None and given != scope_value:
+            raise ValidationError(
+                f"provenance.{key}={given!r} does not match this scope ({scope_value!r}); "
+                f"write through store.scope({key}={given!r}) instead", field=f"provenance.{key}")
+    nested["provenance"]["user_id"] = user_id
+    nested["provenance"]["agent_id"] = agent_id
+    body.update({g: v for g, v in nested.items() if v or g == "provenance"})
+    try:
+        return MemIR.model_validate(body)
+    except PydanticValidationError as e:
+        raise ValidationError.from_pydantic(e) from e

@@ -1,0 +1,474 @@
+"""A user's view of the store: every read and write is confined to one (user_id, agent_id).
+
+Example:
+    >>> alice = store.scope(user_id="alice")                      # doctest: +SKIP
+    >>> rec = alice.write("Budget for project Orion is 40k EUR", tags=["orion"], sub_role="pm")
+    >>> hits = alice.recall("what is Orion's budget?", k=3, sub_roles=["pm"])
+    >>> print(format_context(hits))
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any, Literal
+
+import numpy as np
+
+from .errors import ContentTooLargeError, EncoderMismatchError, NotFoundError, ValidationError, VectorError
+from .filters import SENSITIVITY_ORDER, build_filter
+from .memir import Flag, MemIR, RoleContext, Sensitivity, utcnow
+from .records import build_record
+from .retrieval import Hit, RankWeights, rerank
+from .sqlite_schema import COLUMNS, record_to_row, row_to_record, ts
+
+if TYPE_CHECKING:
+    from .store import MemoryStore
+
+__all__ = ["Scope", "ForgetReport"]
+
+log = logging.getLogger("memir.recall")
+
+_READ_COLS = "m.record, m.access_count, m.last_accessed_at, m.utility, m.retention_reason"
+
+
+class ForgetReport(dict):  # a plain dict so it serialises as-is; keys documented in Scope.forget
+    pass
+
+
+class Scope:
+    """Reads and writes for one ``(user_id, agent_id)``. Get one from ``MemoryStore.scope``."""
+
+    def __init__(self, store: "MemoryStore", *, user_id: str, agent_id: str) -> None:
+        self._store = store
+        self.user_id = user_id
+        self.agent_id = agent_id
+        self.weights = RankWeights()
+
+    def __repr__(self) -> str:
+        return f"Scope(user_id={self.user_id!r}, agent_id={self.agent_id!r})"
+
+    # ------------------------------------------------------------------ helpers
+    @property
+    def _conn(self) -> Any:
+        self._store._check_open()
+        return self._store._conn
+
+    def _tenant(self, alias: str = "m") -> tuple[str, list[Any]]:
+        return f"{alias}.user_id = ? AND {alias}.agent_id = ?", [self.user_id, self.agent_id]
+
+    def _prepare(self, item: str | MemIR | dict[str, Any], embedding: Any = None,
+                 fields: dict[str, Any] | None = None) -> tuple[MemIR, np.ndarray | None]:
+        cfg = self._store.config
+        if isinstance(item, MemIR):
+            if fields:
+                raise ValidationError("pass either a MemIR record or content + fields, not both", field="fields")
+            rec = build_record(item.content, user_id=self.user_id, agent_id=self.agent_id,
+                               **item.model_dump(exclude={"content", "schema_version"}))
+        elif isinstance(item, dict):
+            d = dict(item)
+            embedding = d.pop("embedding", embedding)
+            content = d.pop("content", None)
+            if not isinstance(content, str):
+                raise ValidationError("each item needs a 'content' string", field="content")
+            rec = build_record(content, user_id=self.user_id, agent_id=self.agent_id, **d)
+        elif isinstance(item, str):
+            rec = build_record(item, user_id=self.user_id, agent_id=self.agent_id, **(fields or {}))
+        else:
+            raise ValidationError(f"cannot write a {type(item).__name__}; pass content text, a MemIR or a dict",
+                                  field="content")
+        if len(rec.content) > cfg.max_content_chars:
+            raise ContentTooLargeError(
+                f"content is {len(rec.content)} characters; the limit is {cfg.max_content_chars} "
+                "(StoreConfig.max_content_chars) — split it or summarise it first", field="content")
+        if cfg.redact:
+            from .redact import redact
+            red = redact(rec.content)
+            if red.text != rec.content or red.sensitivity != Sensitivity.none:
+                level = max(rec.metadata.sensitivity, red.sensitivity, key=SENSITIVITY_ORDER.index)
+                rec = rec.model_copy(update={
+                    "content": red.text,
+                    "metadata": rec.metadata.model_copy(update={"sensitivity": level})})
+        vec = None if embedding is None else self._check_vector(embedding)
+        return rec, vec
+
+    def _check_vector(self, embedding: Any) -> np.ndarray:
+        emb = self._store.embedder
+        try:
+            v = np.asarray(embedding, dtype=np.float32).reshape(-1)
+        except (TypeError, ValueError) as e:
+            raise VectorError(f"embedding is not a numeric vector: {e}", field="embedding") from e
+        if v.shape[0] != emb.dim:
+            raise VectorError(f"embedding has dimension {v.shape[0]}, the store's encoder {emb.encoder_id!r} "
+                              f"makes {emb.dim}", field="embedding")
+        if not np.all(np.isfinite(v)):
+            raise VectorError("embedding contains NaN or inf", field="embedding")
+        n = float(np.linalg.norm(v))
+        if n < 1e-12:
+            raise VectorError("embedding is all zeros (no direction to compare)", field="embedding")
+        return (v / n).astype(np.float32)
+
+    def _insert(self, records: Sequence[MemIR], vecs: Sequence[np.ndarray | None]) -> None:
+        """Embed what lacks a vector, check parents, then insert everything in one transaction."""
+        store = self._store
+        missing = [i for i, v in enumerate(vecs) if v is None]
+        vecs = list(vecs)
+        if missing:
+            enc = np.asarray(store.embedder.encode([records[i].content for i in missing]), dtype=np.float32)
+            for j, i in enumerate(missing):
+                vecs[i] = enc[j]
+        emb = store.embedder
+        batch_ids = {r.id for r in records}
+        if len(batch_ids) != len(records):
+            raise ValidationError("duplicate ids within one write_many batch", field="id")
+        with store._lock, store._tx() as conn:
+            parents = sorted({p for r in records for p in r.provenance.derived_from} - batch_ids)
+            if parents:
+                found = self._existing_ids(parents)
+                lost = [p for p in parents if p not in found]
+                if lost:
+                    raise ValidationError(f"provenance.derived_from points at ids that do not exist in this "
+                                          f"scope: {lost}", field="provenance.derived_from")
+            taken = self._existing_ids(sorted(batch_ids), any_scope=True)
+            if taken:
+                raise ValidationError(f"id(s) already exist: {sorted(taken)}; omit id to get a fresh one",
+                                      field="id")
+            seq = store._next_seq()
+            for r, v in zip(records, vecs):
+                seq += 1
+                cur = conn.execute(f"INSERT INTO memories({COLUMNS}) VALUES ({','.join('?' * 21)})",
+                                   record_to_row(r, seq))
+                rowid = cur.lastrowid
+                conn.executemany("INSERT OR IGNORE INTO memory_tags(mem_rowid, tag) VALUES (?,?)",
+                                 [(rowid, t) for t in r.metadata.tags])
+                conn.executemany("INSERT OR IGNORE INTO memory_parents(mem_rowid, parent_id) VALUES (?,?)",
+                                 [(rowid, p) for p in r.provenance.derived_from])
+                assert v is not None
+                conn.execute("INSERT INTO vectors(mem_rowid, encoder_id, dim, vec) VALUES (?,?,?,?)",
+                             (rowid, emb.encoder_id, emb.dim, np.asarray(v, np.float32).tobytes()))
+            conn.execute("INSERT INTO meta(key, value) VALUES ('seq', ?) "
+                         "ON CONFLICT(key) DO UPDATE SET value=excluded.value", (str(seq),))
+
+    def _existing_ids(self, ids: Sequence[str], any_scope: bool = False) -> set[str]:
+        out: set[str] = set()
+        for i in range(0, len(ids), 500):
+            chunk = list(ids[i:i + 500])
+            marks = ",".join("?" * len(chunk))
+            if any_scope:  # uniqueness is global; this reveals nothing but "taken"
+                q, p = f"SELECT id FROM memories WHERE id IN ({marks})", chunk
+            else:
+                t, tp = self._tenant("memories")
+                q, p = f"SELECT id FROM memories WHERE {t} AND id IN ({marks})", tp + chunk
+            out.update(r[0] for r in self._conn.execute(q, p))
+        return out
+
+    # ------------------------------------------------------------------ write side
+    def write(self, content: str | MemIR, *, embedding: Any = None, **fields: Any) -> MemIR:
+        """Validate, redact, embed and store one memory; returns the stored record.
+
+        Args:
+            content: the memory text (or a ready ``MemIR``; its tenant fields must match this scope).
+            embedding: a precomputed vector from the store's encoder (else it is computed).
+            **fields: typed fields, flat (``source_type=``, ``session_id=``, ``sub_role=``,
+                ``confidence=``, ``expires_at=``, ``tags=``, ``flags=``…) or nested models.
+
+        Raises:
+            ValidationError / ContentTooLargeError / VectorError: naming the field; nothing is written.
+        """
+        rec, vec = self._prepare(content, embedding, fields)
+        self._insert([rec], [vec])
+        return rec
+
+    def write_many(self, items: Iterable[str | MemIR | dict[str, Any]]) -> list[MemIR]:
+        """Write a batch all-or-nothing: every item is validated and embedded first, then one
+        transaction inserts them all. Any invalid item raises (naming its index) and nothing is written."""
+        recs, vecs = [], []
+        for i, item in enumerate(items):
+            try:
+                r, v = self._prepare(item)
+            except ValidationError as e:
+                raise type(e)(f"item {i}: {e}", field=f"[{i}].{e.field}" if e.field else f"[{i}]",
+                              problems=e.problems) from e
+            recs.append(r)
+            vecs.append(v)
+        if recs:
+            self._insert(recs, vecs)
+        return recs
+
+    # ------------------------------------------------------------------ read side
+    def get(self, memory_id: str) -> MemIR:
+        """The record with this id in this scope; ``NotFoundError`` otherwise (also for other users' ids)."""
+        t, tp = self._tenant()
+        with self._store._lock:
+            row = self._conn.execute(f"SELECT {_READ_COLS} FROM memories m WHERE {t} AND m.id = ?",
+                                     tp + [memory_id]).fetchone()
+        if row is None:
+            raise NotFoundError(f"no memory {memory_id!r} in scope user={self.user_id!r} agent={self.agent_id!r}")
+        return row_to_record(*row)
+
+    def _select(self, filters: dict[str, Any], now: datetime | None, limit: int | None,
+                extra_cols: str = "") -> list[tuple[Any, ...]]:
+        flt = build_filter(**filters)
+        where, params = flt.where(now or utcnow())
+        t, tp = self._tenant()
+        lim = "" if limit is None else f" LIMIT {int(limit)}"
+        sql = f"SELECT {_READ_COLS}{extra_cols} FROM memories m WHERE {t} AND {where} ORDER BY m.seq{lim}"
+        with self._store._lock:
+            return self._conn.execute(sql, tp + params).fetchall()
+
+    def list(self, *, limit: int | None = None, now: datetime | None = None, **filters: Any) -> list[MemIR]:
+        """Records passing the typed filters (see ``MemoryFilter``), oldest first."""
+        return [row_to_record(*r) for r in self._select(filters, now, limit)]
+
+    def count(self, *, now: datetime | None = None, **filters: Any) -> int:
+        flt = build_filter(**filters)
+        where, params = flt.where(now or utcnow())
+        t, tp = self._tenant()
+        with self._store._lock:
+            return int(self._conn.execute(f"SELECT count(*) FROM memories m WHERE {t} AND {where}",
+                                          tp + params).fetchone()[0])
+
+    def list_with_vectors(self, *, now: datetime | None = None, **filters: Any
+                          ) -> tuple[list[MemIR], np.ndarray, np.ndarray]:
+        """(records, unit vectors, write seqs) for the filtered rows — what retention scoring needs."""
+        rows = self._select(filters, now, None, extra_cols=", m.rowid, m.seq")
+        recs = [row_to_record(*r[:5]) for r in rows]
+        rowids = np.array([r[5] for r in rows], dtype=np.int64)
+        seqs = np.array([r[6] for r in rows], dtype=np.int64)
+        with self._store._lock:
+            found, mat = self._store._vectors_for(self.user_id, self.agent_id, rowids)
+        if len(found) != len(rowids):
+            self._raise_mismatch()
+        return recs, np.array(mat, dtype=np.float32), seqs
+
+    def _raise_mismatch(self) -> None:
+        emb = self._store.embedder
+        t, tp = self._tenant()
+        others = self._conn.execute(
+            f"SELECT v.encoder_id, count(*) FROM vectors v JOIN memories m ON m.rowid=v.mem_rowid "
+            f"WHERE {t} AND v.encoder_id != ? GROUP BY v.encoder_id", tp + [emb.encoder_id]).fetchall()
+        raise EncoderMismatchError(
+            f"memories in this scope were embedded by {dict(others)}, but the store now uses "
+            f"{emb.encoder_id!r}; run `memir reembed DB` (or store.reembed()) to re-encode them")
+
+    def recall(self, query: str | np.ndarray, k: int = 5, *, context: RoleContext | None = None,
+               now: datetime | None = None, explain: bool = False, update_usage: bool = True,
+               candidates: int | None = None, **filters: Any) -> list[Hit]:
+        """Typed filter (SQL) → exact vector top-K over the filtered rows → re-rank.
+
+        Args:
+            query: text (embedded with the store's encoder) or a query vector.
+            k: hits to return.
+            context: the caller's current role, for the role-match bonus.
+            now: decision time for freshness/expiry (default: now, UTC).
+            explain: log query, filters, raw top-K and final list (``scope.recall_log()``).
+            update_usage: bump ``access_count``/``last_accessed_at`` of the returned hits.
+            candidates: raw top-K before re-ranking (default ``StoreConfig.candidate_pool``).
+            **filters: ``roles``, ``sub_roles``, ``source_types``, ``sessions``, ``exclude_sessions``,
+                ``since``, ``until``, ``min_confidence``, ``sensitivity``, ``tags``, ``task_ids``,
+                ``dialog_roles``, ``include_expired``, ``tier``.
+
+        Returns:
+            Hits sorted by total score, each with ``.record`` and ``.score`` (the breakdown).
+        """
+        if not isinstance(k, int) or k < 1:
+            raise ValidationError(f"k must be a positive integer, got {k!r}", field="k")
+        flt = build_filter(**filters)
+        now = now or utcnow()
+        store = self._store
+        q = (store.embedder.encode([query])[0] if isinstance(query, str)
+             else self._check_vector(query))
+        where, params = flt.where(now)
+        t, tp = self._tenant()
+        pool = max(k, candidates or store.config.candidate_pool)
+        with store._lock:
+            cur = self._conn.execute(f"SELECT m.rowid FROM memories m WHERE {t} AND {where}", tp + params)
+            rowids = np.fromiter((r[0] for r in cur), dtype=np.int64)
+            if len(rowids) == 0:
+                return []
+            found, mat = store._vectors_for(self.user_id, self.agent_id, rowids)
+            if len(found) != len(rowids):
+                self._raise_mismatch()
+            sims = mat @ q.astype(np.float32)
+            if len(sims) > pool:
+                top = np.argpartition(-sims, pool - 1)[:pool]
+            else:
+                top = np.arange(len(sims))
+            top = top[np.argsort(-sims[top], kind="stable")]
+            top_rowids = [int(found[i]) for i in top]
+            marks = ",".join("?" * len(top_rowids))
+            rows = self._conn.execute(f"SELECT m.rowid, {_READ_COLS} FROM memories m WHERE {t} AND m.rowid IN "
+                                      f"({marks})", tp + top_rowids).fetchall()
+            by_rowid = {r[0]: row_to_record(*r[1:]) for r in rows}
+            recs = [by_rowid[r] for r in top_rowids]
+            hits = rerank(recs, [float(sims[i]) for i in top], now, context, self.weights)[:k]
+            if update_usage and hits:
+                tu, _ = self._tenant("memories")
+                self._conn.executemany(
+                    f"UPDATE memories SET access_count = access_count + 1, last_accessed_at = ? "
+                    f"WHERE {tu} AND id = ?",
+                    [(ts(now), *tp, h.record.id) for h in hits])
+            if explain:
+                self._log_recall(query, flt.model_dump(mode="json", exclude_defaults=True), recs,
+                                 [float(sims[i]) for i in top], hits, now)
+        return hits
+
+    def _log_recall(self, query: Any, filters: dict[str, Any], raw: Sequence[MemIR], raw_sims: Sequence[float],
+                    hits: Sequence[Hit], now: datetime) -> None:
+        from .redact import redact
+        qtext = redact(query).text if isinstance(query, str) else "<vector>"  # PII never reaches a log
+        payload = {
+            "query": qtext, "filters": filters, "at": now.isoformat(),
+            "raw_top_k": [{"id": r.id, "similarity": round(s, 6)} for r, s in zip(raw, raw_sims)],
+            "final": [{"id": h.record.id, "raw_rank": h.raw_rank,
+                       "score": {kk: round(vv, 6) for kk, vv in h.score.as_dict().items()}} for h in hits],
+        }
+        log.debug("recall %s", json.dumps(payload))
+        if self._store.config.log_recalls:
+            self._conn.execute("INSERT INTO recall_log(user_id, agent_id, at, payload) VALUES (?,?,?,?)",
+                               (self.user_id, self.agent_id, now.timestamp(), json.dumps(payload)))
+
+    def recall_log(self, limit: int = 20) -> list[dict[str, Any]]:
+        """The scope's most recent ``explain=True`` recalls, newest first."""
+        t, tp = self._tenant("recall_log")
+        with self._store._lock:
+            rows = self._conn.execute(f"SELECT payload FROM recall_log WHERE {t} ORDER BY id DESC LIMIT ?",
+                                      tp + [int(limit)]).fetchall()
+        return [json.loads(p) for (p,) in rows]
+
+    # ------------------------------------------------------------------ forgetting
+    def _descendants(self, memory_id: str) -> list[str]:
+        t, tp = self._tenant()
+        seen: list[str] = []
+        frontier = [memory_id]
+        while frontier:
+            marks = ",".join("?" * len(frontier))
+            rows = self._conn.execute(
+                f"SELECT DISTINCT m.id FROM memory_parents p JOIN memories m ON m.rowid = p.mem_rowid "
+                f"WHERE {t} AND p.parent_id IN ({marks})", tp + frontier).fetchall()
+            frontier = [r[0] for r in rows if r[0] not in seen and r[0] != memory_id]
+            seen.extend(frontier)
+        return seen
+
+    def forget(self, memory_id: str, *, cascade: Literal["redact", "delete"] = "redact",
+               reason: str = "forgotten", scrub: bool = True) -> ForgetReport:
+        """Forget one memory.
+
+        ``cascade="redact"``: if other memories were derived from it, it is replaced by a redacted
+        placeholder (content gone, vector gone, provenance kept, flag ``placeholder``) so their chain
+        still explains itself (seed 001 pitfall 4); otherwise it is deleted.
+        ``cascade="delete"``: it and everything derived from it (transitively) are deleted.
+        With ``scrub`` the WAL is checkpointed so the old content leaves the WAL too.
+
+        Returns:
+            ``{"deleted": [ids], "redacted": [ids]}``.
+        """
+        if cascade not in ("redact", "delete"):
+            raise ValidationError(f"cascade must be 'redact' or 'delete', got {cascade!r}", field="cascade")
+        self.get(memory_id)  # NotFoundError if not in this scope
+        store = self._store
+        report = ForgetReport(deleted=[], redacted=[])
+        with store._lock:
+            with store._tx() as conn:
+                kids = self._descendants(memory_id)
+                t, tp = self._tenant("memories")
+                if cascade == "delete" or not kids:
+                    ids = [memory_id] + (kids if cascade == "delete" else [])
+                    marks = ",".join("?" * len(ids))
+                    conn.execute(f"DELETE FROM memories WHERE {t} AND id IN ({marks})", tp + ids)
+                    report["deleted"] = ids
+                else:
+                    self._make_placeholder(conn, memory_id, reason)
+                    report["redacted"] = [memory_id]
+                store._bump_vector_epoch()
+            if scrub and store.path != ":memory:":
+                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return report
+
+    def _make_placeholder(self, conn: Any, memory_id: str, reason: str) -> None:
+        rec = self.get(memory_id)
+        flags = sorted(set(rec.metadata.flags) | {Flag.placeholder}, key=lambda f: f.value)
+        ph = rec.model_copy(update={
+            "content": f"[forgotten memory: {reason}]",
+            "metadata": rec.metadata.model_copy(update={"flags": flags, "sensitivity": Sensitivity.none,
+                                                        "tags": [], "attributes": {}})})
+        body = ph.model_dump(mode="json", exclude={"usage"})
+        t, tp = self._tenant("memories")
+        conn.execute(f"UPDATE memories SET record = ?, sensitivity = 'none', retention_reason = ? "
+                     f"WHERE {t} AND id = ?", [json.dumps(body, separators=(",", ":")), reason] + tp + [memory_id])
+        rowid = conn.execute(f"SELECT rowid FROM memories WHERE {t} AND id = ?", tp + [memory_id]).fetchone()[0]
+        conn.execute("DELETE FROM vectors WHERE mem_rowid = ?", (rowid,))
+        conn.execute("DELETE FROM memory_tags WHERE mem_rowid = ?", (rowid,))
+        # the placeholder keeps a vector of its placeholder text so recall over the scope stays consistent
+        v = self._store.embedder.encode([ph.content])[0]
+        conn.execute("INSERT INTO vectors(mem_rowid, encoder_id, dim, vec) VALUES (?,?,?,?)",
+                     (rowid, self._store.embedder.encoder_id, self._store.embedder.dim,
+                      np.asarray(v, np.float32).tobytes()))
+
+    # ------------------------------------------------------------------ retention
+    def retain(self, *, capacity: Any, scorer: Any = None, rules: Any = None, **kwargs: Any) -> Any:
+        """Decide which working memories (and unsaved candidates) to keep under a capacity, and apply it.
+
+        Args:
+            capacity: max items kept (int), ``None`` for no count limit, or a callable
+                ``(records, utility) -> int`` for a task-dependent capacity (e.g.
+                ``runtime.retention.TaskCapacity``; seed 001 pitfall 2).
+            scorer: a ``Scorer`` (default: the shipped ONNX utility model).
+            rules: a ``RuleSet``, YAML path/text or dict (default: ``runtime.rules.DEFAULT_RULES``).
+            **kwargs: ``budget_tokens``, ``candidates`` (unsaved items written only if kept),
+                ``method`` ("auto" | "greedy" | "exact" | "cvxpy"), ``forgotten`` ("archive" keeps
+                dropped items in a cold tier with metadata and vector; "delete" removes them),
+                ``now``, ``ctx`` (ScoringContext), ``on_infeasible``, ``overflow_penalty``
+                (soft capacity), ``apply`` (False = dry run), ``trigger`` (recorded).
+
+        Must-forget items (expired TTL, used secrets, ...) are always hard-deleted; an item other
+        memories derive from leaves a redacted placeholder.
+
+        Returns:
+            ``runtime.retain.RetentionDecision``.
+
+        Example:
+            >>> d = scope.retain(capacity=100, scorer=FakeScorer())   # doctest: +SKIP
+            >>> scope.explain(d.kept[0])["summary"]                    # doctest: +SKIP
+        """
+        from .retain import retain
+        return retain(self, capacity=capacity, scorer=scorer, rules=rules, **kwargs)
+
+    def explain(self, memory_id: str) -> dict[str, Any]:
+        """Why is this memory here, or why was it dropped, and when (every decision about it)."""
+        from .retain import explain
+        return explain(self, memory_id)
+
+    def decisions(self, limit: int = 20) -> list[dict[str, Any]]:
+        """This scope's retention decisions, newest first."""
+        from .retain import decisions
+        return decisions(self, limit)
+
+    def state_at(self, decision_id: str) -> dict[str, Any]:
+        """Time travel: the decision record, including the ids kept right after it."""
+        from .retain import state_at
+        return state_at(self, decision_id)
+
+    # ------------------------------------------------------------------ export
+    def _write_snapshot(self, fh: IO[str]) -> int:
+        recs, vecs, _ = self.list_with_vectors(tier="any", include_expired=True)
+        enc = self._store.embedder.encoder_id
+        for r, v in zip(recs, vecs):
+            line = r.model_dump(mode="json")
+            line["embedding"] = [float(x) for x in v]
+            line["encoder_id"] = enc
+            fh.write(json.dumps(line, separators=(",", ":"), ensure_ascii=False) + "\n")
+        return len(recs)
+
+    def snapshot(self, path: str | Path) -> int:
+        """Write the scope's whole state as JSONL (one MemIR per line, plus ``embedding`` and
+        ``encoder_id`` keys) — the dump format ``memir score`` reads. Returns the record count."""
+        tmp = Path(str(path) + ".tmp")
+        with open(tmp, "w", encoding="utf-8") as fh:
+            n = self._write_snapshot(fh)
+        tmp.replace(path)
+        return n
+

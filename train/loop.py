@@ -1,0 +1,260 @@
+"""``make train``: simulate → collect → hindsight labels → fit → export → evaluate, in rounds.
+
+Round 0 collects trajectories with keep-most-recent; round r collects with round r−1's ONNX model
+(the state distribution shifts with the policy, so each round sees the states its predecessor
+creates). Datasets aggregate across rounds. Every round writes ``checkpoints/round_NNN/`` (Lightning
+checkpoint, ONNX, resolved config, metrics, data manifest, git commit); the best round by held-out
+question success is promoted to ``checkpoints/utilitynet.onnx`` + ``model_card.json``.
+
+Example:
+    python -m train.loop --preset default --rounds 3
+    python -m train.loop --preset tiny                  # the whole loop in about a minute
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from runtime.embed import Embedder, HashEmbedder
+from runtime.policies import RecencyScorer, make_baseline
+from runtime.redact import redact
+from runtime.scorer import UtilityScorer
+from utilitynet.export import check_parity, export_onnx
+from utilitynet.features import spec_for
+
+from . import fit as fit_stage
+from .agent import run_episode
+from .config import TrainConfig, load_preset
+from .dataset import RowBatch, load_rounds, read_manifest, round_dir, to_numpy, write_round
+from .embedcache import CachedEmbedder
+from .evaluate_sim import evaluate_policies, leakage_check
+from .label import OracleScorer, counterfactual_agreement, label_decisions
+from .simulate import Episode, generate, summarize
+
+__all__ = ["run", "LoopResult", "main"]
+
+CHECKPOINT_FILES = ("model.ckpt", "utilitynet.onnx", "config.yaml", "metrics.json", "data_manifest.json",
+                    "git_commit.txt")
+
+
+@dataclass
+class LoopResult:
+    rounds: list[dict[str, Any]]
+    best_round: int
+    promoted: Path
+    seconds: float
+
+
+def git_commit() -> str:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10,
+                             cwd=Path(__file__).resolve().parent)
+        dirty = subprocess.run(["git", "status", "--porcelain"], capture_output=True, text=True, timeout=10,
+                               cwd=Path(__file__).resolve().parent).stdout.strip()
+        return out.stdout.strip() + ("-dirty" if dirty else "") if out.returncode == 0 else "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def make_embedder(cfg: TrainConfig) -> CachedEmbedder:
+    inner: Embedder
+    if cfg.encoder == "hash":
+        inner = HashEmbedder(dim=64)
+    else:
+        from runtime.encoder import load_default_embedder
+        inner = load_default_embedder()
+    safe = inner.encoder_id.replace("/", "_")
+    return CachedEmbedder(inner, Path(cfg.data_dir) / "cache" / f"emb_{safe}.npz")
+
+
+def _warm(emb: CachedEmbedder, episodes: Sequence[Episode]) -> None:
+    texts = [redact(e.content).text for ep in episodes for e in ep.events]
+    texts += [e.content for ep in episodes for e in ep.events]
+    texts += [q.text for ep in episodes for q in ep.questions] + [ep.goal for ep in episodes]
+    emb.warm(texts)
+
+
+def _policies(cfg: TrainConfig, model_path: Path | None, emb: Embedder) -> dict[str, Callable[[Episode], Any]]:
+    pols: dict[str, Callable[[Episode], Any]] = {}
+    if model_path is not None:
+        scorer = UtilityScorer(model_path)
+        pols["utilitynet"] = lambda ep: scorer
+    for name in cfg.eval_policies:
+        if name == "oracle":
+            pols["oracle"] = lambda ep: OracleScorer(ep, emb, cfg.label)
+        else:
+            pols[name] = (lambda n: (lambda ep: make_baseline(n)))(name)
+    return pols
+
+
+def _bar(items: Sequence[Any], desc: str, progress: bool) -> Any:
+    if not progress:
+        return items
+    from tqdm import tqdm
+    return tqdm(items, desc=desc, unit="ep", leave=False)
+
+
+def run_round(r: int, cfg: TrainConfig, emb: CachedEmbedder, train_eps: list[Episode], eval_eps: list[Episode],
+              prev_model: Path | None, progress: bool) -> dict[str, Any]:
+    """One round: collect with the previous policy, label, write data, fit on all rounds, export, evaluate."""
+    t0 = time.perf_counter()
+    spec = spec_for(emb.dim, emb.encoder_id)
+    policy = RecencyScorer() if prev_model is None else UtilityScorer(prev_model)
+    rows = RowBatch(spec, round_index=r)
+    runs, labels = [], []
+    for ep in _bar(train_eps, f"round {r}: collect ({policy.name})", progress):
+        run = run_episode(ep, policy, emb, cfg.agent, record=True)
+        lab = label_decisions(ep, run.decisions, emb, cfg.label)
+        rows.add_run(run, lab, family=ep.family)
+        runs.append(run)
+        labels.append(lab)
+    if r == 0 and cfg.locomo_files:
+        from .locomo_rows import add_locomo_rows
+        add_locomo_rows(rows, [f for f in cfg.locomo_files if Path(f).exists()], emb, weight=cfg.locomo_weight)
+    t_collect = time.perf_counter() - t0
+    n_cf = min(cfg.counterfactual_samples, sum(len(l.y) for l in labels))
+    cf = (counterfactual_agreement(train_eps, runs, labels, policy, emb, cfg.agent, n_samples=n_cf, seed=cfg.seed + r)
+          if n_cf else {"n": 0.0, "agreement": float("nan")})
+    data_root = Path(cfg.data_dir)
+    write_round(rows, round_dir(data_root, r), overwrite=True, manifest={
+        "policy": policy.name, "seed": cfg.seed, "sim": cfg.to_dict()["sim"], "agent": cfg.to_dict()["agent"],
+        "label": cfg.to_dict()["label"], "simulation": _stats(train_eps), "locomo_files": list(cfg.locomo_files)})
+    ds = load_rounds([round_dir(data_root, k) for k in range(r + 1)])
+    X, y, w, groups = to_numpy(ds)
+    out = Path(cfg.checkpoints_dir) / f"round_{r:03d}"
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    fitted = fit_stage.run(cfg.fit, X, y, w, groups, spec=spec, out_dir=out / "lightning")
+    shutil.copy(fitted.checkpoint_path, out / "model.ckpt")
+    onnx_path = export_onnx(fitted.model, spec, out / "utilitynet.onnx", metadata={
+        "round": r, "val_loss": fitted.best_val_loss, "rows": int(len(y)), "git_commit": git_commit()})
+    parity = check_parity(fitted.model, onnx_path)
+    evals = evaluate_policies(eval_eps, _policies(cfg, onnx_path, emb), emb, cfg.agent, cfg.eval_capacities,
+                              progress=progress)
+    pos = float((y > 0.2).mean())
+    metrics = {
+        "round": r, "collect_policy": policy.name, "rows": int(len(y)), "rows_this_round": len(rows),
+        "positive_rate": pos, "label_counterfactual_agreement": cf["agreement"], "counterfactual_samples": cf["n"],
+        "val_loss": fitted.best_val_loss, "fit": fitted.metrics, "epochs": fitted.epochs_run,
+        "parity_max_abs_diff": {str(k): float(v) for k, v in parity.items()},
+        "eval": evals, "seconds": {"collect": t_collect, "total": time.perf_counter() - t0},
+    }
+    (out / "metrics.json").write_text(json.dumps(metrics, indent=2, default=float))
+    (out / "config.yaml").write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
+    shutil.copy(round_dir(data_root, r) / "manifest.json", out / "data_manifest.json")
+    (out / "git_commit.txt").write_text(git_commit() + "\n")
+    shutil.rmtree(out / "lightning", ignore_errors=True)  # the best checkpoint is model.ckpt; logs → metrics
+    return metrics
+
+
+def _stats(eps: Sequence[Episode]) -> dict[str, Any]:
+    st = summarize(eps)
+    d = st.to_dict() if hasattr(st, "to_dict") else dict(getattr(st, "__dict__", {}))
+    return json.loads(json.dumps(d, default=str))
+
+
+def _score(m: dict[str, Any]) -> float:
+    vals = [row["success"] for row in m["eval"] if row["policy"] == "utilitynet"]
+    return float(np.mean(vals)) if vals else float("-inf")
+
+
+def promote(cfg: TrainConfig, rounds: list[dict[str, Any]], emb: Embedder, leakage: dict[str, Any]) -> tuple[int, Path]:
+    """Copy the best round's ONNX to ``checkpoints/utilitynet.onnx`` and write its model card."""
+    best = max(range(len(rounds)), key=lambda i: _score(rounds[i]))
+    src = Path(cfg.checkpoints_dir) / f"round_{best:03d}"
+    dst = Path(cfg.checkpoints_dir) / "utilitynet.onnx"
+    shutil.copy(src / "utilitynet.onnx", dst)
+    spec = spec_for(emb.dim, emb.encoder_id)
+    card = {
+        "model": "utilitynet", "feature_schema_version": spec.version, "n_features": spec.n_features,
+        "encoder_id": emb.encoder_id, "round": best, "git_commit": git_commit(),
+        "training_data": {"rows": rounds[best]["rows"], "positive_rate": rounds[best]["positive_rate"],
+                          "manifest": json.loads((src / "data_manifest.json").read_text())},
+        "metrics": {k: rounds[best][k] for k in ("val_loss", "label_counterfactual_agreement", "eval")},
+        "leakage": leakage, "rounds": [{"round": m["round"], "utilitynet_success": _score(m)} for m in rounds],
+        "config": cfg.to_dict(),
+    }
+    (Path(cfg.checkpoints_dir) / "model_card.json").write_text(json.dumps(card, indent=2, default=float))
+    return best, dst
+
+
+def plot_rounds(rounds: list[dict[str, Any]], path: Path) -> None:
+    """Held-out question success per round, per policy and capacity."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(6, 4))
+    series: dict[tuple[str, float], list[float]] = {}
+    for m in rounds:
+        for row in m["eval"]:
+            series.setdefault((row["policy"], row["capacity"]), []).append(row["success"])
+    for (pol, cap), ys in sorted(series.items()):
+        ax.plot(range(len(ys)), ys, marker="o", label=f"{pol} @ {cap:.0%}")
+    ax.set_xlabel("round")
+    ax.set_ylabel("question success (held-out families)")
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def run(cfg: TrainConfig, *, progress: bool = True) -> LoopResult:
+    """Run every round of ``cfg``; returns the per-round metrics and the promoted model path."""
+    t0 = time.perf_counter()
+    emb = make_embedder(cfg)
+    train_eps = generate(cfg.sim)
+    eval_eps = generate(cfg.eval_sim)
+    _warm(emb, train_eps + eval_eps)
+    emb.save()
+    rounds: list[dict[str, Any]] = []
+    prev: Path | None = None
+    for r in range(cfg.rounds):
+        m = run_round(r, cfg, emb, train_eps, eval_eps, prev, progress)
+        rounds.append(m)
+        prev = Path(cfg.checkpoints_dir) / f"round_{r:03d}" / "utilitynet.onnx"
+        emb.save()
+        if progress:
+            util = [f"{row['capacity']:.0%}: {row['success']:.3f}" for row in m["eval"] if row["policy"] == "utilitynet"]
+            print(f"round {r}: val_loss={m['val_loss']:.4f} cf_agreement={m['label_counterfactual_agreement']:.2f} "
+                  f"utilitynet success {', '.join(util)}", file=sys.stderr)
+    leakage = leakage_check(eval_eps, emb)
+    best, promoted = promote(cfg, rounds, emb, leakage)
+    plot_rounds(rounds, Path(cfg.checkpoints_dir) / "rounds.png")
+    return LoopResult(rounds, best, promoted, time.perf_counter() - t0)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m train.loop", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--preset", default="default", help="train/configs/<preset>.yaml or a YAML path")
+    p.add_argument("--rounds", type=int, default=None, help="override the preset's number of rounds")
+    p.add_argument("--checkpoints-dir", default=None)
+    p.add_argument("--data-dir", default=None)
+    p.add_argument("--quiet", action="store_true")
+    a = p.parse_args(argv)
+    cfg = load_preset(a.preset, rounds=a.rounds, checkpoints_dir=a.checkpoints_dir, data_dir=a.data_dir)
+    res = run(cfg, progress=not a.quiet)
+    print(json.dumps({"best_round": res.best_round, "promoted": str(res.promoted), "seconds": round(res.seconds, 1),
+                      "rounds": [{"round": m["round"], "val_loss": m["val_loss"],
+                                  "cf_agreement": m["label_counterfactual_agreement"],
+                                  "eval": [{k: row[k] for k in ("policy", "capacity", "success", "key_fact_recall")}
+                                           for row in m["eval"]]} for m in res.rounds]}, indent=2, default=float))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

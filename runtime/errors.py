@@ -19,7 +19,10 @@ __all__ = [
     "ScopeError",
     "EncoderUnavailableError",
     "EncoderMismatchError",
+    "EncoderExportError",
     "SchemaMismatchError",
+    "DataIntegrityError",
+    "ModelNotFoundError",
     "InfeasibleError",
     "SolverError",
     "MissingDependencyError",
@@ -87,8 +90,20 @@ class EncoderMismatchError(MemirError):
     """Vectors in the store were made by a different encoder than the one in use (run ``memir reembed``)."""
 
 
+class EncoderExportError(MemirError):
+    """Exporting the sentence encoder to ONNX failed a check (ONNX validity or parity with torch)."""
+
+
 class SchemaMismatchError(MemirError):
     """A utility model was fit on another feature-schema version than this runtime computes."""
+
+
+class DataIntegrityError(MemirError):
+    """A stored dataset does not match its manifest (hash, feature spec): regenerate that round."""
+
+
+class ModelNotFoundError(MemirError, FileNotFoundError):
+    """The utility model file does not exist (train one with ``make train`` or set ``MEMIR_MODEL``)."""
 
 
 class InfeasibleError(MemirError):

@@ -1,0 +1,130 @@
+"""Business families: multi-user customer support, procurement, onboarding.
+
+Procurement and onboarding are the default held-out families (``SimConfig.held_out_families``).
+"""
+
+from __future__ import annotations
+
+from .base import FamilySpec, RuleSpec, SlotSpec
+
+__all__ = ["CUSTOMER_SUPPORT", "ONBOARDING", "PROCUREMENT"]
+
+CUSTOMER_SUPPORT = FamilySpec(
+    name="customer_support",
+    domain="support",
+    active_role="support_agent",
+    phases=("intake", "diagnosis", "resolution"),
+    goals=("Support conversation: help {user} resolve their issue and keep their account details straight.",
+           "Assist the customer {user} until their request is fully resolved."),
+    ctx=("on my order", "for my account", "on this ticket", "on my case", "for my purchase", "on file"),
+    docs=("order record", "CRM profile", "warranty terms", "returns policy", "invoice PDF", "chat transcript"),
+    tools=("order_lookup", "crm_api", "shipping_tracker", "refund_service"),
+    systems=("customer portal", "admin console"),
+    rules=(
+        RuleSpec("support.rule.verify", "verification rule",
+                 ("always verify the customer's email before sharing order details",
+                  "confirm the customer's email address before discussing any order")),
+        RuleSpec("support.rule.refund_cap", "refund limit",
+                 ("never approve refunds above {v} without a supervisor", "refunds over {v} need a supervisor's sign-off"),
+                 "money:100:500"),
+        RuleSpec("support.rule.promises", "rule about delivery promises",
+                 ("stay polite and never promise delivery dates we can't guarantee",
+                  "be courteous and don't commit to delivery dates we can't keep")),
+    ),
+    slots=(
+        SlotSpec("support.order_number", ("order number", "order reference"), "code:#9999999", "intake"),
+        SlotSpec("support.product", ("product", "item I bought"), "pool:product", "intake"),
+        SlotSpec("support.issue", ("problem", "issue with the item"), "pool:issue", "diagnosis"),
+        SlotSpec("support.address", ("shipping address", "delivery address"), "address", "intake"),
+        SlotSpec("support.contact", ("preferred contact method", "best way to reach me"), "pool:channel", "intake"),
+        SlotSpec("support.plan", ("subscription plan", "plan tier"), "pool:plan", "diagnosis", via="doc"),
+        SlotSpec("support.ticket", ("ticket number", "case ID"), "code:TCK-99999", "diagnosis", via="tool"),
+        SlotSpec("support.resolution", ("agreed resolution", "fix we agreed on"), "pool:resolution", "resolution",
+                 parents=("support.issue",), updatable=False),
+    ),
+    chatter=("Honestly this is the third time I've contacted you.", "Sorry, I'm on my phone so typing is slow.",
+             "My kid is yelling in the background, one sec.", "I really appreciate you sticking with me.",
+             "This has been a frustrating week.", "You guys are usually pretty great, to be fair."),
+    multi_user=True,
+)
+
+PROCUREMENT = FamilySpec(
+    name="procurement",
+    domain="purchasing",
+    active_role="procurement_officer",
+    phases=("sourcing", "negotiation", "approval"),
+    goals=("Help {user} source, negotiate and get approval for a company purchase.",
+           "Assist {user} in buying equipment for the company, from quotes to sign-off."),
+    ctx=("for this purchase", "on the order", "for the request", "on this requisition", "for the deal",
+         "in the contract"),
+    docs=("vendor quote", "purchasing policy", "contract draft", "budget memo", "supplier scorecard",
+          "delivery note"),
+    tools=("erp_api", "supplier_catalog", "approval_flow", "invoice_matcher"),
+    systems=("ERP system", "supplier portal"),
+    rules=(
+        RuleSpec("proc.rule.quotes", "quote rule",
+                 ("get at least three quotes for anything over {v}", "anything above {v} needs three competing quotes"),
+                 "money:2000:20000"),
+        RuleSpec("proc.rule.vendors", "vendor rule",
+                 ("only use vendors on the approved supplier list", "stick to suppliers from the approved list")),
+        RuleSpec("proc.rule.split_orders", "rule about split orders",
+                 ("never split an order to dodge approval limits",
+                  "breaking up orders to avoid approval thresholds is forbidden")),
+    ),
+    slots=(
+        SlotSpec("proc.vendor", ("vendor", "supplier we're using"), "pool:company", "sourcing"),
+        SlotSpec("proc.item", ("item being purchased", "equipment we're buying"), "pool:equipment", "sourcing"),
+        SlotSpec("proc.quantity", ("quantity", "number of units"), "count:5:500:units", "sourcing"),
+        SlotSpec("proc.unit_price", ("unit price", "price per unit"), "money:12:900", "negotiation", via="doc"),
+        SlotSpec("proc.payment_terms", ("payment terms", "terms we negotiated"), "pool:terms", "negotiation"),
+        SlotSpec("proc.delivery_date", ("delivery date", "expected arrival"), "date", "negotiation"),
+        SlotSpec("proc.approver", ("approver", "person who signs off"), "person", "approval"),
+        SlotSpec("proc.po_number", ("purchase order number", "PO reference"), "code:PO-999999", "approval",
+                 via="tool"),
+        SlotSpec("proc.shipping", ("shipping method", "freight option"), "pool:freight", "approval",
+                 parents=("proc.delivery_date", "proc.quantity"), updatable=False),
+    ),
+    chatter=("Finance is being extra picky this month.", "Vendors never answer emails on Fridays.",
+             "Budget season is upon us, ugh.", "I just need this order off my plate.",
+             "Our warehouse team is amazing, honestly.", "Another day, another spreadsheet."),
+)
+
+ONBOARDING = FamilySpec(
+    name="onboarding",
+    domain="people_ops",
+    active_role="onboarding_coordinator",
+    phases=("accounts", "training", "logistics"),
+    goals=("Help {user} onboard a new colleague: accounts, training, equipment and first-week plans.",
+           "Coordinate with {user} to get a new team member set up and productive."),
+    ctx=("for the new hire", "for their first week", "for onboarding", "for the newcomer", "for day one",
+         "in the welcome plan"),
+    docs=("offer letter", "onboarding checklist", "IT request form", "team wiki page", "welcome email",
+          "org chart"),
+    tools=("hr_api", "it_provisioning", "calendar_api", "badge_system"),
+    systems=("HR system", "SSO admin", "VPN gateway"),
+    rules=(
+        RuleSpec("onb.rule.privacy", "privacy rule",
+                 ("never share the new hire's salary with anyone outside HR",
+                  "salary details stay within HR, no exceptions")),
+        RuleSpec("onb.rule.security", "security training rule",
+                 ("security training must be done before any production access",
+                  "no production access until security training is finished")),
+        RuleSpec("onb.rule.welcome", "welcome lunch rule",
+                 ("always schedule a welcome lunch in the first week", "a team welcome lunch happens in week one")),
+    ),
+    slots=(
+        SlotSpec("onb.new_hire", ("new hire's name", "person joining"), "person", "accounts", via="doc"),
+        SlotSpec("onb.start_date", ("start date", "first day"), "date", "accounts"),
+        SlotSpec("onb.manager", ("hiring manager", "person they report to"), "person", "accounts"),
+        SlotSpec("onb.buddy", ("onboarding buddy", "buddy for the first month"), "person", "training"),
+        SlotSpec("onb.team", ("team", "team they're joining"), "pool:team", "accounts"),
+        SlotSpec("onb.laptop", ("laptop model", "machine we're issuing"), "pool:device", "logistics"),
+        SlotSpec("onb.desk", ("desk location", "seat assignment"), "code:9A-99", "logistics"),
+        SlotSpec("onb.badge", ("badge number", "access badge ID"), "code:B-99999", "logistics", via="tool"),
+        SlotSpec("onb.training", ("first training session", "training slot"), "datetime", "training",
+                 parents=("onb.start_date",), updatable=False),
+    ),
+    chatter=("HR just moved the all-hands again.", "Remember your own first day? Chaos.",
+             "The new hires are always so enthusiastic, love it.", "We ran out of welcome mugs, oops.",
+             "The onboarding deck needs a refresh.", "It's been a busy hiring season."),
+)

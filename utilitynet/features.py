@@ -1,0 +1,407 @@
+"""The feature contract of the utility model (seed 001 §4.1) — numpy only, shared by trainer and runtime.
+
+One function, :func:`featurize`, turns a batch of memories (+ their embeddings + the decision
+context) into the float32 matrix the utility MLP reads. The trainer and the runtime scorer both call
+it, so a feature can never drift between training and serving. The column layout is
+
+    [ FEATURE_NAMES (named metadata/text/context features) | emb_0 … emb_{d-1} (unit embedding) ]
+
+Named features come first so that a feature's column index does not depend on the encoder.
+
+Adding or changing a feature is a one-place change: write a ``_Group`` function below and add one
+row to ``_GROUPS`` (names + function + doc). ``FEATURE_NAMES`` is derived from that table; bump
+``FEATURE_SCHEMA_VERSION`` (a test pins the names to the version so a forgotten bump fails), and
+exported models carry both, so the runtime refuses a model fit on another schema.
+
+Records are duck-typed (``runtime.memir.MemIR`` or anything with the same attributes): this module
+must not import ``runtime``. Enum fields are compared by their string ``.value``.
+
+Cost: one Python pass over the records (attribute reads, ~5 µs/record), vectorised numpy over the
+joined text (:mod:`utilitynet.textstats`), and — for redundancy — an O(n²·d) blocked similarity
+matrix (:mod:`utilitynet.redundancy`; O(block²) extra memory, upper-triangle blocks only). Pass
+``redundancy="none"`` (or set ``ctx.extras["skip_redundancy"] = 1``) for huge dumps; the
+``has_redundancy`` bit then reads 0 and the redundancy columns 0.
+
+Example:
+    >>> import numpy as np
+    >>> from datetime import datetime, timezone
+    >>> from utilitynet.context import ScoringContext
+    >>> X = featurize([], np.zeros((0, 8), np.float32), ScoringContext(now=datetime.now(timezone.utc)))
+    >>> X.shape == (0, len(FEATURE_NAMES) + 8)
+    True
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from functools import cached_property
+from typing import Any, Literal
+
+import numpy as np
+
+from .context import ScoringContext
+from .redundancy import NEAR_DUP_COS
+from .redundancy import redundancy as batch_redundancy
+from .textstats import TEXT_STAT_NAMES, text_stats
+
+__all__ = [
+    "FEATURE_NAMES",
+    "FEATURE_SCHEMA_VERSION",
+    "MODEL_INPUT",
+    "MODEL_OUTPUT",
+    "NEAR_DUP_COS",
+    "FeatureSpec",
+    "feature_names",
+    "featurize",
+    "spec_for",
+]
+
+FEATURE_SCHEMA_VERSION = "1"
+
+MODEL_INPUT = "features"
+"""Name of the exported ONNX model's input: float32 ``(batch, n_features)``."""
+MODEL_OUTPUT = "logit"
+"""Name of the exported ONNX model's output: float32 ``(batch,)`` raw logits (utility = sigmoid)."""
+
+_MAX_HOURS = 1e5       # ~11 years: clip for every duration before log-scaling
+_MAX_COUNT = 1e6       # clip for counts (access count, steps) before log-scaling
+
+# Closed vocabularies (the ``.value`` strings of runtime.memir's enums). Unknown values one-hot to 0.
+_SOURCE_TYPES = ("direct_interaction", "derived_inference", "external_ingest", "system_feedback")
+_DIALOG_ROLES = ("user", "agent", "system", "tool")
+_SENSITIVITIES = ("none", "pii", "secret")
+_FLAGS = ("core_instruction", "user_confirmed", "pinned", "key_result", "urgent", "used",
+          "placeholder", "superseded")
+
+
+def _index(values: Sequence[str]) -> dict[str, int]:
+    return {v: i for i, v in enumerate(values)}
+
+
+_SRC_IDX, _ROLE_IDX, _SENS_IDX = _index(_SOURCE_TYPES), _index(_DIALOG_ROLES), _index(_SENSITIVITIES)
+_FLAG_BIT = {f: 1 << i for i, f in enumerate(_FLAGS)}
+
+
+def _lookup(table: dict[str, int], v: Any) -> int:
+    # StrEnum members hash like their value, so the first lookup hits for MemIR; a plain Enum or
+    # an unknown value falls back to ``.value`` and then to -1 (= all-zero one-hot).
+    i = table.get(v)
+    if i is None:
+        i = table.get(getattr(v, "value", ""), -1)
+    return i
+
+
+_NAN = float("nan")
+
+
+def _ts(dt: datetime | None) -> float:
+    """POSIX seconds; naive datetimes are UTC (as in MemIR); None → NaN."""
+    if dt is None:
+        return _NAN
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=UTC)
+    return dt.timestamp()
+
+
+def _timestamps(col: Sequence[datetime | None]) -> np.ndarray:
+    # Fast path for MemIR (always tz-aware); ``_ts`` only for None/naive values.
+    return np.array([d.timestamp() if d is not None and d.tzinfo is not None else _ts(d) for d in col],
+                    dtype=np.float64)
+
+
+def _codes(table: dict[str, int], col: Sequence[Any]) -> np.ndarray:
+    codes = [table.get(v, -1) for v in col]
+    if -1 in codes:  # plain Enums / unknown values: the slower ``.value`` path, only for those
+        codes = [c if c >= 0 else _lookup(table, v) for c, v in zip(codes, col, strict=True)]
+    return np.array(codes, dtype=np.int64)
+
+
+def _flag_bits(flags: Sequence[Any]) -> int:
+    bits = 0
+    for f in flags:
+        bits |= _FLAG_BIT.get(f) or _FLAG_BIT.get(getattr(f, "value", ""), 0)
+    return bits
+
+
+def _floats(col: Sequence[Any]) -> np.ndarray:
+    """Numbers → float64 (None → NaN); ints beyond float range are clipped, not an error."""
+    try:
+        return np.array(col, dtype=np.float64)
+    except (OverflowError, TypeError, ValueError):
+        return np.array([_NAN if v is None else float(min(max(v, -1e300), 1e300)) for v in col],
+                        dtype=np.float64)
+
+
+def _log_hours(seconds: np.ndarray) -> np.ndarray:
+    return np.log1p(np.clip(np.nan_to_num(seconds / 3600.0, nan=0.0), 0.0, _MAX_HOURS))
+
+
+def _log_count(x: np.ndarray) -> np.ndarray:
+    return np.log1p(np.clip(np.nan_to_num(x, nan=0.0), 0.0, _MAX_COUNT))
+
+
+def _onehot(idx: np.ndarray, k: int) -> np.ndarray:
+    out = np.zeros((len(idx), k))
+    ok = idx >= 0
+    out[np.flatnonzero(ok), idx[ok]] = 1.0
+    return out
+
+
+class _Batch:
+    """Columnar view of one featurize call: raw arrays read once, derived arrays computed lazily."""
+
+    def __init__(self, records: Sequence[Any], emb: np.ndarray, ctx: ScoringContext,
+                 redundancy: bool) -> None:
+        self.n = n = len(records)
+        self.ctx, self.emb, self.want_redundancy = ctx, emb, redundancy
+        self.now = _ts(ctx.now)
+        # One pass of plain attribute reads, then one C-level transpose and a typed conversion per
+        # column: this is the only per-record Python work (~3 µs/record), so keep it tight.
+        rows = [(r.content, r.created_at, (pv := r.provenance).type, r.role_context.dialog_role,
+                 (md := r.metadata).confidence, md.flags, md.sensitivity, md.expires_at,
+                 md.freshness_half_life, (us := r.usage).access_count, us.last_accessed_at,
+                 pv.derived_from) for r in records]
+        cols: list[tuple[Any, ...]] = list(zip(*rows, strict=True)) if rows else [()] * 12
+        (content, created, src, role, conf, flags, sens, expires, half_life, access, last_access,
+         parents) = cols
+        self.content = [c or "" for c in content] if None in content else list(content)
+        self.created, self.expires = _timestamps(created), _timestamps(expires)
+        self.last_access = _timestamps(last_access)
+        self.src, self.role = _codes(_SRC_IDX, src), _codes(_ROLE_IDX, role)
+        self.sens = _codes(_SENS_IDX, sens)
+        self.flags = np.array([_flag_bits(f) if f else 0 for f in flags], dtype=np.int64)
+        self.confidence = np.clip(np.nan_to_num(_floats(conf), nan=1.0), 0.0, 1.0)
+        self.half_life = np.array([_NAN if h is None else h.total_seconds() for h in half_life],
+                                  dtype=np.float64)
+        self.access_count = _floats(access)
+        self.n_parents = np.array([len(p) if p else 0 for p in parents], dtype=np.float64)
+        self.age_s = np.where(np.isnan(self.created), 0.0, self.now - self.created)
+        steps = None if ctx.record_steps is None else np.asarray(ctx.record_steps, dtype=np.float64)
+        if steps is not None and steps.shape != (n,):
+            raise ValueError(f"ctx.record_steps has shape {steps.shape}, expected ({n},): "
+                             "one write step per record")
+        self.steps = steps
+
+    @cached_property
+    def text(self) -> dict[str, np.ndarray]:
+        return text_stats(self.content)
+
+    @cached_property
+    def write_rank(self) -> np.ndarray:
+        """Dense rank of write order (step, then created_at); equal keys share a rank."""
+        ts = np.nan_to_num(self.created, nan=0.0)
+        st = np.zeros(self.n) if self.steps is None else np.nan_to_num(self.steps, nan=-1.0)
+        order = np.lexsort((ts, st))
+        s, t = st[order], ts[order]
+        new = np.ones(self.n, dtype=bool)
+        new[1:] = (s[1:] != s[:-1]) | (t[1:] != t[:-1])
+        rank = np.empty(self.n, dtype=np.int64)
+        rank[order] = np.cumsum(new) - 1
+        return rank
+
+    @cached_property
+    def redundancy(self) -> dict[str, np.ndarray]:
+        return batch_redundancy(self.emb, self.write_rank)
+
+
+# --- feature groups: each returns an (n, len(names)) array, columns in the order of its names ----
+
+def _g_age(b: _Batch) -> np.ndarray:
+    if b.steps is None:
+        age_steps, known = np.zeros(b.n), np.zeros(b.n)
+    else:
+        known = np.isfinite(b.steps).astype(np.float64)
+        age_steps = _log_count(np.where(known > 0, b.ctx.step - np.nan_to_num(b.steps), 0.0))
+    return np.stack([age_steps, known, _log_hours(b.age_s)], axis=1)
+
+
+def _g_usage(b: _Batch) -> np.ndarray:
+    accessed = ((b.access_count > 0) | np.isfinite(b.last_access)).astype(np.float64)
+    touched = np.where(np.isfinite(b.last_access), b.last_access, b.created)  # last read, else write
+    return np.stack([_log_count(b.access_count), accessed, _log_hours(b.now - touched)], axis=1)
+
+
+def _g_position(b: _Batch) -> np.ndarray:
+    if b.n <= 1:
+        return np.ones((b.n, 1))
+    ranks = np.sort(b.write_rank)
+    less = np.searchsorted(ranks, b.write_rank, "left")
+    tied = np.searchsorted(ranks, b.write_rank, "right") - less - 1
+    return ((less + tied / 2.0) / (b.n - 1))[:, None]  # 0 = oldest, 1 = newest; ties share
+
+
+def _g_metadata(b: _Batch) -> np.ndarray:
+    bits = ((b.flags[:, None] >> np.arange(len(_FLAGS))) & 1).astype(np.float64)
+    has_exp = np.isfinite(b.expires)
+    left = np.where(has_exp, b.expires - b.now, 0.0)
+    has_hl = np.isfinite(b.half_life) & (np.nan_to_num(b.half_life) > 0)
+    decay = np.where(has_hl, np.exp2(-np.clip(b.age_s, 0, None) / np.where(has_hl, b.half_life, 1.0)), 1.0)
+    return np.column_stack([
+        b.confidence, bits, _onehot(b.sens, len(_SENSITIVITIES)), has_exp, _log_hours(left),
+        has_exp & (left <= 0), has_hl, decay, _log_count(b.n_parents),
+    ]).astype(np.float64)
+
+
+def _g_source(b: _Batch) -> np.ndarray:
+    return np.hstack([_onehot(b.src, len(_SOURCE_TYPES)), _onehot(b.role, len(_DIALOG_ROLES))])
+
+
+def _g_text(b: _Batch) -> np.ndarray:
+    return np.stack([b.text[k] for k in TEXT_STAT_NAMES], axis=1)
+
+
+def _g_redundancy(b: _Batch) -> np.ndarray:
+    if not b.want_redundancy or b.n == 0:
+        return np.zeros((b.n, 7))
+    red = b.redundancy
+    has_newer = red["newer"] > NEAR_DUP_COS
+    newest = (red["ndup"] > 0) & ~has_newer
+    return np.column_stack([np.ones(b.n), red["all"], _log_count(red["ndup"]), red["newer"], red["older"],
+                            has_newer, newest]).astype(np.float64)
+
+
+def _sim_to(b: _Batch, v: np.ndarray | None, what: str) -> tuple[np.ndarray, np.ndarray]:
+    if v is None:
+        return np.zeros(b.n), np.zeros(b.n)
+    v = np.nan_to_num(np.asarray(v, dtype=np.float32).reshape(-1), nan=0.0, posinf=0.0, neginf=0.0)
+    if v.shape[0] != b.emb.shape[1]:
+        raise ValueError(f"ctx.{what} has dimension {v.shape[0]}, but the embeddings have {b.emb.shape[1]}: "
+                         "embed the goal/recent context with the same encoder as the memories")
+    v = v / max(float(np.linalg.norm(v)), 1e-12)
+    # einsum, not ``@``: a threaded BLAS gemv is ~10× slower than this loop on a busy machine.
+    return np.clip(np.einsum("ij,j->i", b.emb, v).astype(np.float64), -1.0, 1.0), np.ones(b.n)
+
+
+def _g_context(b: _Batch) -> np.ndarray:
+    g, has_g = _sim_to(b, b.ctx.goal_embedding, "goal_embedding")
+    rc, has_rc = _sim_to(b, b.ctx.recent_embedding, "recent_embedding")
+    stage = np.full(b.n, np.clip(np.nan_to_num(float(b.ctx.stage)), 0.0, 1.0))
+    return np.stack([g, has_g, rc, has_rc, stage], axis=1)
+
+
+@dataclass(frozen=True)
+class _Group:
+    names: tuple[str, ...]
+    fn: Callable[[_Batch], np.ndarray]
+    doc: str
+
+
+# THE feature table (order = column order). Units: *_log = log1p of the clipped quantity.
+_GROUPS: tuple[_Group, ...] = (
+    _Group(("age_steps_log", "has_step", "age_hours_log"), _g_age,
+           "steps since written (ctx.step − record_steps); step known; hours since created_at"),
+    _Group(("access_count_log", "accessed", "since_touch_hours_log"), _g_usage,
+           "times recalled; ever recalled; hours since last recall (else since written)"),
+    _Group(("position",), _g_position, "write-order rank within the batch, 0 = oldest … 1 = newest"),
+    _Group(tuple(f"src_{s}" for s in _SOURCE_TYPES) + tuple(f"role_{r}" for r in _DIALOG_ROLES), _g_source,
+           "provenance.type and role_context.dialog_role one-hots"),
+    _Group(("confidence",) + tuple(f"flag_{f}" for f in _FLAGS) + tuple(f"sens_{s}" for s in _SENSITIVITIES)
+           + ("has_expiry", "to_expiry_hours_log", "expired", "has_half_life", "freshness", "parents_log"),
+           _g_metadata, "confidence, flags, sensitivity, TTL, freshness decay 0.5^(age/half-life), #parents"),
+    _Group(TEXT_STAT_NAMES, _g_text, "length and lexical markers of the content (utilitynet.textstats)"),
+    _Group(("has_redundancy", "max_sim_other", "near_dups_log", "max_sim_newer", "max_sim_older",
+            "has_newer_near_dup", "newest_of_near_dups"), _g_redundancy,
+           f"cosine redundancy with the other memories of the batch (near-duplicate: cos > {NEAR_DUP_COS})"),
+    _Group(("goal_sim", "has_goal", "recent_sim", "has_recent", "stage"), _g_context,
+           "cosine to ctx.goal_embedding / ctx.recent_embedding (0 + bit 0 when absent); task stage"),
+)
+
+FEATURE_NAMES: tuple[str, ...] = tuple(name for g in _GROUPS for name in g.names)
+"""The named (non-embedding) features in column order; embedding columns follow them."""
+
+
+def feature_names(embedding_dim: int) -> tuple[str, ...]:
+    """All column names for an encoder of ``embedding_dim``: ``FEATURE_NAMES + (emb_0, …)``."""
+    if embedding_dim < 0:
+        raise ValueError(f"embedding_dim must be >= 0, got {embedding_dim}")
+    return FEATURE_NAMES + tuple(f"emb_{i}" for i in range(embedding_dim))
+
+
+@dataclass(frozen=True)
+class FeatureSpec:
+    """What a model was fit on; exported into the ONNX metadata and checked by the runtime.
+
+    Attributes:
+        version: ``FEATURE_SCHEMA_VERSION`` at fit time.
+        names: every column name, in order (named features, then ``emb_i``).
+        embedding_dim: width of the embedding block (the encoder's dimension).
+        encoder_id: id of the sentence encoder that made the embeddings (e.g. ``"all-MiniLM-L6-v2"``).
+    """
+
+    version: str
+    names: tuple[str, ...]
+    embedding_dim: int
+    encoder_id: str
+
+    @property
+    def n_features(self) -> int:
+        """Total input width of the model."""
+        return len(self.names)
+
+    def to_metadata(self) -> dict[str, str]:
+        """The ONNX ``metadata_props`` entries that describe this spec (all strings)."""
+        return {"feature_schema_version": self.version, "feature_names": json.dumps(list(self.names)),
+                "embedding_dim": str(self.embedding_dim), "encoder_id": self.encoder_id}
+
+    @classmethod
+    def from_metadata(cls, md: Mapping[str, str]) -> FeatureSpec:
+        """Inverse of :meth:`to_metadata`. Raises ``ValueError`` naming a missing or malformed key."""
+        keys = ("feature_schema_version", "feature_names", "embedding_dim", "encoder_id")
+        missing = [k for k in keys if k not in md]
+        if missing:
+            raise ValueError(f"model metadata lacks {missing}: not exported by utilitynet.export.export_onnx")
+        try:
+            names = tuple(json.loads(md["feature_names"]))
+            dim = int(md["embedding_dim"])
+        except (ValueError, TypeError) as e:
+            raise ValueError(f"model metadata feature_names/embedding_dim are malformed: {e}") from e
+        return cls(str(md["feature_schema_version"]), names, dim, str(md["encoder_id"]))
+
+
+def spec_for(embedding_dim: int, encoder_id: str) -> FeatureSpec:
+    """The current feature spec for an encoder of ``embedding_dim`` dimensions."""
+    return FeatureSpec(FEATURE_SCHEMA_VERSION, feature_names(embedding_dim), embedding_dim, encoder_id)
+
+
+def featurize(records: Sequence[Any], embeddings: np.ndarray, ctx: ScoringContext, *,
+              redundancy: Literal["batch", "none"] | None = None) -> np.ndarray:
+    """Compute the model input for a batch of memories.
+
+    Args:
+        records: MemIR records (or duck-typed equivalents), scored together.
+        embeddings: ``(len(records), d)`` array, row-aligned with ``records`` (re-normalised here;
+            NaN/inf become 0).
+        ctx: the decision context (time, step, per-record write steps, goal/recent vectors, stage).
+        redundancy: ``"batch"`` computes redundancy against the other records (O(n²·d));
+            ``"none"`` skips it (columns 0, ``has_redundancy`` 0). ``None`` = ``"none"`` if
+            ``ctx.extras["skip_redundancy"]`` is non-zero, else ``"batch"``.
+
+    Returns:
+        float32 array ``(len(records), len(FEATURE_NAMES) + d)``; every value finite and bounded.
+
+    Raises:
+        ValueError: misaligned embeddings / record_steps, or a goal/recent vector of another dimension.
+    """
+    emb = np.asarray(embeddings, dtype=np.float32)
+    if emb.ndim != 2 or emb.shape[0] != len(records):
+        raise ValueError(f"embeddings must be (len(records)={len(records)}, d), got shape {emb.shape}")
+    if redundancy is None:
+        redundancy = "none" if ctx.extras.get("skip_redundancy", 0.0) else "batch"
+    if redundancy not in ("batch", "none"):
+        raise ValueError(f"redundancy must be 'batch' or 'none', got {redundancy!r}")
+    if not np.isfinite(emb).all():
+        emb = np.where(np.isfinite(emb), emb, np.float32(0.0))
+    emb = emb / np.maximum(np.linalg.norm(emb, axis=1, keepdims=True), np.float32(1e-12))
+    b = _Batch(records, emb, ctx, redundancy == "batch")
+    m = len(FEATURE_NAMES)
+    X = np.empty((b.n, m + emb.shape[1]), dtype=np.float32)  # one allocation, filled in place
+    col = 0
+    for g in _GROUPS:
+        k = len(g.names)
+        X[:, col:col + k] = np.asarray(g.fn(b), dtype=np.float64).reshape(b.n, k)
+        col += k
+    X[:, m:] = emb
+    return X

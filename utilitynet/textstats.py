@@ -1,0 +1,285 @@
+"""Length and lexical markers of memory texts, vectorised over a batch (numpy + ``re`` only).
+
+Part of the feature contract: :mod:`utilitynet.features` reads :data:`TEXT_STAT_NAMES` in order.
+
+Why not one regex per marker: Python's ``re`` scans alternations of words at ~20 MB/s, which alone
+would cap batch scoring near 30k rows/s. Instead the batch is joined into one NUL-separated byte
+string (ASCII-lowercased; offsets preserved) and split into *tokens* — maximal runs of letters
+(with inner apostrophes: ``don't``) or of digits — entirely in numpy. Each token gets a 64-bit
+polynomial hash, looked up in a small sorted vocabulary of marker words (and word pairs) whose bits
+say which markers it is. Date patterns are rules over neighbouring tokens ("3 pm", "10:30",
+"may 3", "next week", years 19xx/20xx). A few Chinese markers (seed 001 §4.1 quotes "非常重要",
+"务必") are literal regexes, run only when a batch has non-ASCII text. Everything is O(bytes).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+
+import numpy as np
+
+__all__ = ["TEXT_STAT_NAMES", "text_stats"]
+
+TEXT_STAT_NAMES: tuple[str, ...] = (
+    "chars_log", "tokens_log", "urgency_log", "exclaim", "question", "numbers_log", "dates_log",
+    "names_log", "first_person_log", "second_person_log", "update_markers_log", "greeting_only",
+    "image_caption",
+)
+"""Output keys of :func:`text_stats`, in feature-column order."""
+
+_MAX_COUNT = 1000.0  # counts are clipped before log1p: every column is bounded (≤ log1p(1000) ≈ 6.9)
+
+# Marker bits of a vocabulary word.
+URG, FP, SP, UPD, GREET, DAYW, MONTH_FULL, MONTH, AMPM, REL, PERIOD, ORD, OF = (1 << i for i in range(13))
+
+_WORDS: dict[int, str] = {
+    # Urgency / importance: must, ASAP, important, always, never, deadline, ...
+    URG: "must asap urgent urgently important importantly crucial critical essential vital always never "
+         "deadline due require required mandatory immediately priority remember",
+    FP: "i me my mine myself we us our ours ourselves i'm i've i'd i'll we're we've",
+    SP: "you your yours yourself you're you've you'd you'll",
+    # Words announcing a correction or a newer version of a fact (a supersession cue).
+    UPD: "actually instead anymore change changed changing update updated updates moved reschedule "
+         "rescheduled postponed correction cancel canceled cancelled switch switched replace replaced "
+         "revise revised",
+    GREET: "hi hello hey hiya yo thanks thank you thx ty ok okay sure cool great nice awesome bye goodbye "
+           "see lol haha hahaha yes yeah yep no problem np welcome you're youre sounds good got it alright "
+           "wow cheers perfect noted understood absolutely of course definitely agreed me too take care "
+           "congrats congratulations morning afternoon evening night glad",
+    DAYW: "monday tuesday wednesday thursday friday saturday sunday today tonight tomorrow yesterday weekend",
+    MONTH_FULL: "january february march april june july august september october november december",
+    MONTH: "jan feb mar apr may jun jul aug sep sept oct nov dec january february march april june july "
+           "august september october november december",
+    AMPM: "am pm", REL: "next last this", PERIOD: "week month year", ORD: "st nd rd th", OF: "of",
+}
+_PAIRS: dict[tuple[str, str], int] = {
+    ("make", "sure"): URG, ("do", "not"): URG, ("don't", "forget"): URG, ("dont", "forget"): URG,
+    ("all", "costs"): URG, ("no", "matter"): URG, ("non", "negotiable"): URG,
+    ("no", "longer"): UPD, ("not", "anymore"): UPD,
+}
+_CJK = {
+    "urg": re.compile("务必|必须|一定|重要|紧急|记住|千万|截止".encode()),
+    "fp": re.compile("我".encode()),
+    "sp": re.compile("你|您".encode()),
+    "upd": re.compile("改|更新|取消|换成".encode()),
+    "q": re.compile("？".encode()),
+}
+_IMAGE = re.compile(rb"\[image:")
+
+_Q = np.uint64(0x9E3779B97F4A7C15)  # golden-ratio multiplier: mixes the two key halves / a word pair
+_KEY_BYTES = 16  # tokens longer than this are never marker words (the longest is 15 letters)
+
+
+def _range(a: np.ndarray, lo: str, hi: str) -> np.ndarray:
+    # One SIMD pass: uint8 wrap-around turns lo <= a <= hi into a single unsigned compare.
+    return (a - np.uint8(ord(lo))) <= np.uint8(ord(hi) - ord(lo))
+
+
+def _shift(x: np.ndarray, k: int = 1) -> np.ndarray:
+    """x[i-k] (k > 0) or x[i+|k|] (k < 0), zero-filled."""
+    out = np.zeros_like(x)
+    if k > 0:
+        out[k:] = x[:-k]
+    else:
+        out[:k] = x[-k:]
+    return out
+
+
+def _u64_at(buf: np.ndarray) -> np.ndarray:
+    """A view whose element i is the (unaligned, native-order) uint64 at byte i of ``buf``."""
+    return np.ndarray(shape=(len(buf) - 7,), dtype=np.uint64, buffer=buf, strides=(1,))
+
+
+# _KEEP[L] masks the first min(L, 8) / the next min(L-8, 8) bytes of a little- or big-endian word.
+_KEEP = np.zeros((_KEY_BYTES + 1, 2), dtype=np.uint64)
+for _n in range(_KEY_BYTES + 1):
+    _KEEP[_n] = np.frombuffer(bytes([0xFF] * _n + [0] * (_KEY_BYTES - _n)), dtype=np.uint64)
+del _n
+
+
+def _mix(k: np.ndarray) -> np.ndarray:
+    """splitmix64 finaliser: every output bit depends on every input bit (the table slots need it)."""
+    k = k ^ (k >> np.uint64(33))
+    k = k * np.uint64(0xFF51AFD7ED558CCD)
+    k = k ^ (k >> np.uint64(33))
+    k = k * np.uint64(0xC4CEB9FE1A85EC53)
+    return k ^ (k >> np.uint64(33))
+
+
+def _tokenize(low: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(start, end, is_digit, key) per token of an ASCII-lowercased byte string.
+
+    A token is a maximal run of letters (inner apostrophes included) or of digits. Its key mixes
+    its first 16 bytes, read as two unaligned uint64 per token; longer tokens get key 0 (never a
+    marker). Only uint8/bool arrays are made per byte: int64 temporaries dominate the cost otherwise.
+    """
+    a = np.frombuffer(low, dtype=np.uint8)
+    letter, digit = _range(a, "a", "z"), _range(a, "0", "9")
+    letter[1:-1] |= (a[1:-1] == ord("'")) & letter[:-2] & letter[2:]
+    cls = letter.view(np.int8) + (digit.view(np.int8) << 1)  # 0 other, 1 letter, 2 digit
+    change = np.ones(len(a) + 1, dtype=bool)  # change[i]: byte i starts a new run (i = len: end)
+    change[1:-1] = cls[1:] != cls[:-1]
+    in_tok = cls != 0
+    starts = np.flatnonzero(change[:-1] & in_tok)
+    ends = np.flatnonzero(change[1:] & in_tok) + 1
+    lengths = ends - starts
+    u64 = _u64_at(np.concatenate([a, np.zeros(_KEY_BYTES + 8, dtype=np.uint8)]))
+    keep = _KEEP[np.minimum(lengths, _KEY_BYTES)]
+    keys = _mix(((u64[starts] & keep[:, 0]) * _Q) ^ (u64[starts + 8] & keep[:, 1]))
+    keys[lengths > _KEY_BYTES] = 0
+    return starts, ends, cls[starts] == 2, keys
+
+
+def _key(w: str) -> np.ndarray:
+    """The key of a single-token word, as a 1-element uint64 array (array maths wraps silently)."""
+    _, _, _, k = _tokenize(w.encode())
+    if len(k) != 1:
+        raise ValueError(f"vocabulary entry {w!r} is not a single token")
+    return k
+
+
+@dataclass(frozen=True)
+class _Table:
+    """Open-addressing-free hash table: slot = (key >> shift) & mask, collision-free by construction."""
+
+    shift: np.uint64
+    mask: np.uint64
+    keys: np.ndarray
+    bits: np.ndarray
+
+    @classmethod
+    def build(cls, entries: dict[int, int]) -> _Table:
+        size = 1 << 14  # ~200 mixed keys: a collision-free shift exists at this size with near certainty
+        while size <= 1 << 22:
+            for shift in range(64 - size.bit_length() + 1):
+                slots = {(k >> shift) & (size - 1) for k in entries}
+                if len(slots) == len(entries):
+                    keys, bits = np.zeros(size, dtype=np.uint64), np.zeros(size, dtype=np.int32)
+                    for k, b in entries.items():
+                        keys[(k >> shift) & (size - 1)], bits[(k >> shift) & (size - 1)] = k, b
+                    return cls(np.uint64(shift), np.uint64(size - 1), keys, bits)
+            size <<= 1
+        raise ValueError("no collision-free slot function for the marker vocabulary (duplicate keys?)")
+
+    def lookup(self, q: np.ndarray) -> np.ndarray:
+        """Bits of each query key (0 when absent). O(len(q)) gathers, no search."""
+        slot = (q >> self.shift) & self.mask
+        return np.where(self.keys[slot] == q, self.bits[slot], 0)
+
+
+@cache
+def _vocab() -> tuple[_Table, _Table]:
+    """Hash tables of marker bits for words and for word pairs (built once, on first use)."""
+    bits: dict[int, int] = {}
+    for bit, words in _WORDS.items():
+        for w in words.split():
+            k = int(_key(w)[0])
+            bits[k] = bits.get(k, 0) | bit
+    pairs: dict[int, int] = {}
+    for (w1, w2), bit in _PAIRS.items():
+        k = int(_mix(_key(w1) * _Q + _key(w2))[0])
+        pairs[k] = pairs.get(k, 0) | bit
+    return _Table.build(bits), _Table.build(pairs)
+
+
+def text_stats(contents: Sequence[str]) -> dict[str, np.ndarray]:
+    """Per-text length and marker features, each a float64 array of ``len(contents)``.
+
+    Keys are :data:`TEXT_STAT_NAMES`: ``*_log`` = log1p(count, clipped at 1000); the rest are 0/1
+    bits. ``tokens`` approximates a sub-word tokenizer (letter/digit runs + punctuation + one per
+    non-ASCII character); ``names`` counts capitalised words not at a sentence start;
+    ``greeting_only`` = the text is only greeting/thanks words (+ at most one other word, a name).
+    """
+    n = len(contents)
+    if n == 0:
+        return {k: np.zeros(0) for k in TEXT_STAT_NAMES}
+    chars = np.fromiter(map(len, contents), dtype=np.float64, count=n)
+    joined = "\x00".join(contents)
+    if joined.count("\x00") != n - 1:  # a NUL inside a text would shift every later record
+        joined = "\x00".join(s.replace("\x00", " ") for s in contents)
+    blob = ("\x00" + joined + "\x00").encode("utf-8", "ignore")
+    low = blob.lower()
+    a = np.frombuffer(blob, dtype=np.uint8)
+    seps = np.flatnonzero(a == 0)  # n + 1 separators: record k is bytes seps[k]+1 .. seps[k+1]-1
+
+    def per_record(mask: np.ndarray) -> np.ndarray:
+        # Segment k = [seps[k], seps[k+1]) starts on a separator byte, which no mask selects.
+        return np.add.reduceat(mask, seps[:-1], dtype=np.int32).astype(np.float64)
+
+    def per_token(mask: np.ndarray) -> np.ndarray:
+        return np.bincount(rec[mask], minlength=n)[:n].astype(np.float64)
+
+    def by_regex(rx: re.Pattern[bytes]) -> np.ndarray:
+        pos = np.fromiter((m.start() for m in rx.finditer(low)), dtype=np.int64)
+        return np.bincount(np.searchsorted(seps, pos, "right") - 1, minlength=n)[:n].astype(np.float64)
+
+    starts, ends, is_digit, keys = _tokenize(low)
+    rec = np.searchsorted(seps, starts, "right") - 1
+    words, pairs = _vocab()
+    bits = words.lookup(keys)
+    same_next = np.zeros(len(starts), dtype=bool)  # token i+1 exists and is in the same record
+    same_next[:-1] = rec[1:] == rec[:-1]
+    pair = np.zeros(len(starts), dtype=np.int32)
+    if len(starts) > 1:
+        pair[:-1] = np.where(same_next[:-1], pairs.lookup(_mix(keys[:-1] * _Q + keys[1:])), 0)
+    bits_any = bits | pair
+
+    # Dates: rules over a token and its neighbours in the same record.
+    gap = np.full(len(starts), 1 << 30)
+    gap[:-1] = starts[1:] - ends[:-1]
+    short_num = is_digit & ((ends - starts) <= 2)
+    nxt_bits, prv_bits = _shift(bits, -1) * same_next, _shift(bits) * _shift(same_next)
+    nxt_short, prv_short = _shift(short_num, -1) & same_next, _shift(short_num) & _shift(same_next)
+    la = np.frombuffer(low, dtype=np.uint8)
+    last = len(la) - 1
+    c0, c1 = la[starts], la[np.minimum(starts + 1, last)]
+    after = la[np.minimum(ends, last)]
+    century = ((c0 == ord("1")) & (c1 == ord("9"))) | ((c0 == ord("2")) & (c1 == ord("0")))
+    year = is_digit & ((ends - starts) == 4) & century
+    sep_next = (after == ord(":")) | (after == ord("/"))
+    clock = short_num & sep_next & (gap == 1) & _shift(is_digit, -1) & same_next
+    ampm = short_num & ((nxt_bits & AMPM) > 0) & (gap <= 1)
+    month_ctx = ((bits & MONTH_FULL) > 0) | nxt_short | prv_short | ((prv_bits & (ORD | OF)) > 0)
+    month = ((bits & MONTH) > 0) & month_ctx
+    rel = ((bits & REL) > 0) & ((nxt_bits & PERIOD) > 0)
+    dates = year | clock | ampm | month | rel | ((bits & DAYW) > 0)
+
+    non_ascii = not blob.isascii()
+
+    def marker(bit: int, cjk: str) -> np.ndarray:
+        c = per_token((bits_any & bit) > 0)
+        return c + by_regex(_CJK[cjk]) if non_ascii else c
+
+    is_word = ~is_digit
+    greet = per_token(is_word & ((bits & GREET) > 0))
+    cjk_chars = per_record(_range(a, "\xe3", "\xef")) if non_ascii else np.zeros(n)  # 3-byte lead bytes
+    other = per_token(~(is_word & ((bits & GREET) > 0))) + cjk_chars
+    upper = _range(a, "A", "Z")
+    lowerish = _range(a, "a", "z") | _range(a, "0", "9") | (a == ord(",")) | (a == ord(";")) | (a == ord(":"))
+    space = (a == ord(" ")) | _range(a, "\t", "\r")
+    mid_caps = upper & ~_shift(upper) & _shift(space) & _shift(lowerish, 2)
+    punct = _range(a, "!", "~") & ~_range(a, "a", "z") & ~_range(a, "A", "Z") & ~_range(a, "0", "9")
+    tokens = np.bincount(rec, minlength=n)[:n] + per_record(punct) + per_record(a >= 0xC0)
+    question = per_record(a == ord("?")) + (by_regex(_CJK["q"]) if non_ascii else 0.0)
+
+    def log(x: np.ndarray) -> np.ndarray:
+        return np.log1p(np.minimum(x, _MAX_COUNT))
+
+    return {
+        "chars_log": np.log1p(np.minimum(chars, 1e6)),
+        "tokens_log": np.log1p(np.minimum(tokens, 1e6)),
+        "urgency_log": log(marker(URG, "urg")),
+        "exclaim": (per_record(a == ord("!")) > 0).astype(np.float64),
+        "question": (question > 0).astype(np.float64),
+        "numbers_log": log(per_token(is_digit)),
+        "dates_log": log(per_token(dates)),
+        "names_log": log(per_record(mid_caps)),
+        "first_person_log": log(marker(FP, "fp")),
+        "second_person_log": log(marker(SP, "sp")),
+        "update_markers_log": log(marker(UPD, "upd")),
+        "greeting_only": ((greet >= 1) & (other <= 1) & (greet <= 8)).astype(np.float64),
+        "image_caption": (by_regex(_IMAGE) > 0).astype(np.float64),
+    }

@@ -122,7 +122,7 @@ def retain(scope: "Scope", *, capacity: int | CapacityFn | None, scorer: Scorer 
     ruleset = DEFAULT_RULES if rules is None else (rules if isinstance(rules, RuleSet) else load_rules(rules))
     if scorer is None:
         from .scorer import UtilityScorer
-        scorer = UtilityScorer.default()
+        scorer = UtilityScorer()
     recs, vecs, seqs = scope.list_with_vectors(tier="working", include_expired=True, now=now)
     prepared = [scope._prepare(c) for c in candidates]
     if prepared:

@@ -17,7 +17,8 @@ from datetime import datetime
 
 from .memir import MemIR, RoleContext
 
-__all__ = ["RankWeights", "ScoreBreakdown", "Hit", "freshness_decay", "role_match", "format_context"]
+__all__ = ["RankWeights", "ScoreBreakdown", "Hit", "freshness_decay", "role_match", "score", "rerank",
+           "format_context"]
 
 
 @dataclass(frozen=True)
@@ -56,38 +57,53 @@ class Hit:
     raw_rank: int
 
 
+def _decay(half_life_s: float | None, event_ts: float, now_ts: float) -> float:
+    # Epoch seconds on both sides (the store's columns hold exactly these floats), so the record
+    # path and the column path of recall compute bit-identical scores.
+    if half_life_s is None:
+        return 1.0
+    return float(0.5 ** (max(now_ts - event_ts, 0.0) / half_life_s))
+
+
+def _role(active_role: str, sub_role: str | None, current: RoleContext | None, w: RankWeights) -> float:
+    if current is None or active_role != current.active_role:
+        return 1.0
+    if current.sub_role is not None and sub_role == current.sub_role:
+        return 1.0 + w.full_role_bonus
+    return 1.0 + w.partial_role_bonus
+
+
 def freshness_decay(record: MemIR, now: datetime) -> float:
     """``0.5 ** (age / half_life)``; 1.0 for memories without a half-life (or from the future)."""
     hl = record.metadata.freshness_half_life
-    if hl is None:
-        return 1.0
-    age = max((now - record.event_time).total_seconds(), 0.0)
-    return float(0.5 ** (age / hl.total_seconds()))
+    return _decay(None if hl is None else hl.total_seconds(), record.event_time.timestamp(), now.timestamp())
 
 
 def role_match(record: MemIR, current: RoleContext | None, w: RankWeights) -> float:
     """Role-consistency multiplier of seed 000 §3.3 (full match > partial match > none)."""
-    if current is None:
-        return 1.0
-    rc = record.role_context
-    if rc.active_role != current.active_role:
-        return 1.0
-    if current.sub_role is not None and rc.sub_role == current.sub_role:
-        return 1.0 + w.full_role_bonus
-    return 1.0 + w.partial_role_bonus
+    return _role(record.role_context.active_role, record.role_context.sub_role, current, w)
+
+
+def score(similarity: float, confidence: float, half_life_s: float | None, event_ts: float,
+          active_role: str, sub_role: str | None, now_ts: float, current: RoleContext | None,
+          w: RankWeights) -> ScoreBreakdown:
+    """One candidate's score from plain values (what recall reads from the store's columns)."""
+    fresh = _decay(half_life_s, event_ts, now_ts)
+    rm = _role(active_role, sub_role, current, w)
+    return ScoreBreakdown(similarity, confidence, fresh, rm, max(similarity, 0.0) * confidence * fresh * rm)
 
 
 def rerank(records: Sequence[MemIR], sims: Sequence[float], now: datetime,
            current: RoleContext | None, w: RankWeights) -> list[Hit]:
     """Score every candidate and sort by total (ties: higher similarity, then newer)."""
     hits = []
+    now_ts = now.timestamp()
     for raw_rank, (r, s) in enumerate(zip(records, sims)):
-        sim = float(s)
-        conf = r.metadata.confidence
-        fresh = freshness_decay(r, now)
-        rm = role_match(r, current, w)
-        total = max(sim, 0.0) * conf * fresh * rm
-        hits.append(Hit(r, ScoreBreakdown(sim, conf, fresh, rm, total), raw_rank))
+        hl = r.metadata.freshness_half_life
+        sb = score(float(s), r.metadata.confidence, None if hl is None else hl.total_seconds(),
+                   r.event_time.timestamp(), r.role_context.active_role, r.role_context.sub_role, now_ts,
+                   current, w)
+        hits.append(Hit(r, sb, raw_rank))
     hits.sort(key=lambda h: (-h.score.total, -h.score.similarity, -h.record.event_time.timestamp()))
     return hits
 

@@ -9,6 +9,7 @@ Example:
 
 from __future__ import annotations
 
+import builtins
 import json
 import logging
 from collections.abc import Iterable, Sequence
@@ -19,11 +20,11 @@ from typing import IO, TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from .errors import ContentTooLargeError, EncoderMismatchError, NotFoundError, ValidationError, VectorError
-from .filters import SENSITIVITY_ORDER, build_filter
+from .filters import SENSITIVITY_ORDER, MemoryFilter, build_filter
 from .memir import Flag, MemIR, RoleContext, Sensitivity, utcnow
 from .records import build_record
-from .retrieval import Hit, RankWeights, rerank
-from .sqlite_schema import COLUMNS, record_to_row, row_to_record, ts
+from .retrieval import Hit, RankWeights, score
+from .sqlite_schema import COLUMNS, N_COLUMNS, record_to_row, row_to_record, ts
 
 if TYPE_CHECKING:
     from .store import MemoryStore
@@ -57,8 +58,12 @@ class Scope:
         self._store._check_open()
         return self._store._conn
 
-    def _tenant(self, alias: str = "m") -> tuple[str, list[Any]]:
-        return f"{alias}.user_id = ? AND {alias}.agent_id = ?", [self.user_id, self.agent_id]
+    def _tenant(self, alias: str = "m", *, check_only: bool = False) -> tuple[str, list[Any]]:
+        """The scope's SQL clause. ``check_only`` for statements that locate rows by id/rowid: the
+        unary ``+`` keeps SQLite from using a (user_id, agent_id, …) index for them, which without
+        table statistics it prefers, turning a 10-row lookup into a scan of the whole scope."""
+        p = "+" if check_only else ""
+        return f"{p}{alias}.user_id = ? AND {p}{alias}.agent_id = ?", [self.user_id, self.agent_id]
 
     def _prepare(self, item: str | MemIR | dict[str, Any], embedding: Any = None,
                  fields: dict[str, Any] | None = None) -> tuple[MemIR, np.ndarray | None]:
@@ -111,8 +116,22 @@ class Scope:
             raise VectorError("embedding is all zeros (no direction to compare)", field="embedding")
         return (v / n).astype(np.float32)
 
-    def _insert(self, records: Sequence[MemIR], vecs: Sequence[np.ndarray | None]) -> None:
-        """Embed what lacks a vector, check parents, then insert everything in one transaction."""
+    def _insert(self, records: Sequence[MemIR], vecs: Sequence[np.ndarray | None], batch: bool = False) -> None:
+        """Embed what lacks a vector, check parents, then insert everything in one transaction.
+
+        With ``batch`` (``write_many``) errors name the item: ``field="[3].id"``."""
+        def where(i: int, f: str) -> str:
+            return f"[{i}].{f}" if batch else f
+
+        def item(i: int) -> str:
+            return f"item {i}: " if batch else ""
+
+        batch_ids: dict[str, int] = {}
+        for i, r in enumerate(records):
+            if r.id in batch_ids:
+                raise ValidationError(f"{item(i)}id {r.id!r} repeats item {batch_ids[r.id]} of this batch; "
+                                      "ids must be unique (omit id to get a fresh one)", field=where(i, "id"))
+            batch_ids[r.id] = i
         store = self._store
         missing = [i for i, v in enumerate(vecs) if v is None]
         vecs = list(vecs)
@@ -121,25 +140,25 @@ class Scope:
             for j, i in enumerate(missing):
                 vecs[i] = enc[j]
         emb = store.embedder
-        batch_ids = {r.id for r in records}
-        if len(batch_ids) != len(records):
-            raise ValidationError("duplicate ids within one write_many batch", field="id")
         with store._lock, store._tx() as conn:
-            parents = sorted({p for r in records for p in r.provenance.derived_from} - batch_ids)
+            parents = sorted({p for r in records for p in r.provenance.derived_from} - set(batch_ids))
             if parents:
                 found = self._existing_ids(parents)
-                lost = [p for p in parents if p not in found]
-                if lost:
-                    raise ValidationError(f"provenance.derived_from points at ids that do not exist in this "
-                                          f"scope: {lost}", field="provenance.derived_from")
+                for i, r in enumerate(records):
+                    lost = [p for p in r.provenance.derived_from if p not in found and p not in batch_ids]
+                    if lost:  # another user's id is indistinguishable from a missing one
+                        raise ValidationError(f"{item(i)}provenance.derived_from points at ids that do not "
+                                              f"exist in this scope: {lost}",
+                                              field=where(i, "provenance.derived_from"))
             taken = self._existing_ids(sorted(batch_ids), any_scope=True)
             if taken:
-                raise ValidationError(f"id(s) already exist: {sorted(taken)}; omit id to get a fresh one",
-                                      field="id")
+                i = min(batch_ids[t] for t in taken)
+                raise ValidationError(f"{item(i)}id(s) already exist: {sorted(taken)}; omit id to get a fresh one",
+                                      field=where(i, "id"))
             seq = store._next_seq()
             for r, v in zip(records, vecs):
                 seq += 1
-                cur = conn.execute(f"INSERT INTO memories({COLUMNS}) VALUES ({','.join('?' * 21)})",
+                cur = conn.execute(f"INSERT INTO memories({COLUMNS}) VALUES ({','.join('?' * N_COLUMNS)})",
                                    record_to_row(r, seq))
                 rowid = cur.lastrowid
                 conn.executemany("INSERT OR IGNORE INTO memory_tags(mem_rowid, tag) VALUES (?,?)",
@@ -160,7 +179,7 @@ class Scope:
             if any_scope:  # uniqueness is global; this reveals nothing but "taken"
                 q, p = f"SELECT id FROM memories WHERE id IN ({marks})", chunk
             else:
-                t, tp = self._tenant("memories")
+                t, tp = self._tenant("memories", check_only=True)
                 q, p = f"SELECT id FROM memories WHERE {t} AND id IN ({marks})", tp + chunk
             out.update(r[0] for r in self._conn.execute(q, p))
         return out
@@ -195,7 +214,7 @@ class Scope:
             recs.append(r)
             vecs.append(v)
         if recs:
-            self._insert(recs, vecs)
+            self._insert(recs, vecs, batch=True)
         return recs
 
     # ------------------------------------------------------------------ read side
@@ -257,7 +276,12 @@ class Scope:
     def recall(self, query: str | np.ndarray, k: int = 5, *, context: RoleContext | None = None,
                now: datetime | None = None, explain: bool = False, update_usage: bool = True,
                candidates: int | None = None, **filters: Any) -> list[Hit]:
-        """Typed filter (SQL) → exact vector top-K over the filtered rows → re-rank.
+        """Typed filter → exact vector top-K over the rows that pass → SQL re-check → re-rank.
+
+        The filter is evaluated on the scope's cached columns (the same semantics as its SQL, see
+        ``MemoryFilter.mask``); the top-K candidates are then re-checked in SQL with the tenant
+        clause and the filter before anything is returned, so a memory outside the filter or the
+        scope can never come back.
 
         Args:
             query: text (embedded with the store's encoder) or a query vector.
@@ -279,50 +303,100 @@ class Scope:
         flt = build_filter(**filters)
         now = now or utcnow()
         store = self._store
-        q = (store.embedder.encode([query])[0] if isinstance(query, str)
-             else self._check_vector(query))
-        where, params = flt.where(now)
-        t, tp = self._tenant()
+        q = np.asarray(store.embedder.encode([query])[0] if isinstance(query, str)
+                       else self._check_vector(query), dtype=np.float32)
         pool = max(k, candidates or store.config.candidate_pool)
         with store._lock:
-            cur = self._conn.execute(f"SELECT m.rowid FROM memories m WHERE {t} AND {where}", tp + params)
-            rowids = np.fromiter((r[0] for r in cur), dtype=np.int64)
+            # The cache proposes (mask + exact top-K), SQL disposes: the candidates are re-checked
+            # with the tenant clause and the filter's WHERE. If SQL disagrees (a stale cache; should
+            # not happen), the cache is dropped and SQL alone decides eligibility.
+            for sql_only in (False, True):
+                rowids, sims = self._candidates(flt, now, q, pool, sql_only)
+                if len(rowids) == 0:
+                    return []
+                rows = self._verify(flt, now, rowids)
+                if len(rows) == len(rowids):
+                    break
+                store._caches.clear()
+            keep = np.array([int(r) in rows for r in rowids], dtype=bool)  # a concurrent delete in between
+            rowids, sims = rowids[keep], sims[keep]
             if len(rowids) == 0:
                 return []
-            found, mat = store._vectors_for(self.user_id, self.agent_id, rowids)
-            if len(found) != len(rowids):
-                self._raise_mismatch()
-            sims = mat @ q.astype(np.float32)
-            if len(sims) > pool:
-                top = np.argpartition(-sims, pool - 1)[:pool]
-            else:
-                top = np.arange(len(sims))
-            top = top[np.argsort(-sims[top], kind="stable")]
-            top_rowids = [int(found[i]) for i in top]
-            marks = ",".join("?" * len(top_rowids))
-            rows = self._conn.execute(f"SELECT m.rowid, {_READ_COLS} FROM memories m WHERE {t} AND m.rowid IN "
-                                      f"({marks})", tp + top_rowids).fetchall()
-            by_rowid = {r[0]: row_to_record(*r[1:]) for r in rows}
-            recs = [by_rowid[r] for r in top_rowids]
-            hits = rerank(recs, [float(sims[i]) for i in top], now, context, self.weights)[:k]
-            if update_usage and hits:
-                tu, _ = self._tenant("memories")
-                self._conn.executemany(
+            hits, hit_rowids = self._rank(rowids, sims, rows, now, context, k)
+            if update_usage and hits:  # one statement = one commit (not one per hit)
+                t, tp = self._tenant("memories", check_only=True)
+                self._conn.execute(
                     f"UPDATE memories SET access_count = access_count + 1, last_accessed_at = ? "
-                    f"WHERE {tu} AND id = ?",
-                    [(ts(now), *tp, h.record.id) for h in hits])
+                    f"WHERE {t} AND rowid IN ({','.join('?' * len(hit_rowids))})", [ts(now), *tp, *hit_rowids])
             if explain:
-                self._log_recall(query, flt.model_dump(mode="json", exclude_defaults=True), recs,
-                                 [float(sims[i]) for i in top], hits, now)
+                self._log_recall(query, flt.model_dump(mode="json", exclude_defaults=True),
+                                 [rows[int(r)][0] for r in rowids], sims.tolist(), hits, now)
         return hits
 
-    def _log_recall(self, query: Any, filters: dict[str, Any], raw: Sequence[MemIR], raw_sims: Sequence[float],
+    def _candidates(self, flt: MemoryFilter, now: datetime, q: np.ndarray, pool: int,
+                    sql_only: bool) -> tuple[np.ndarray, np.ndarray]:
+        """Raw top-``pool`` (rowids, similarities) among the rows passing ``flt``, best first."""
+        store = self._store
+        if sql_only:
+            where, params = flt.where(now)
+            t, tp = self._tenant()
+            cur = self._conn.execute(f"SELECT m.rowid FROM memories m WHERE {t} AND {where}", tp + params)
+            eligible = np.fromiter((r[0] for r in cur), dtype=np.int64)
+            found, mat = store._vectors_for(self.user_id, self.agent_id, eligible)
+            if len(found) != len(eligible):
+                self._raise_mismatch()
+            sims = mat @ q
+        else:
+            cache = store._vector_cache(self.user_id, self.agent_id)
+            pos = np.flatnonzero(flt.mask(cache, now))
+            if not cache.has_vector[pos].all():
+                self._raise_mismatch()
+            sims = cache.similarities(pos, q)
+            found = cache.rowids[pos]
+        if len(sims) > pool:
+            top = np.argpartition(-sims, pool - 1)[:pool]
+        else:
+            top = np.arange(len(sims))
+        top = top[np.argsort(-sims[top], kind="stable")]
+        return found[top], sims[top].astype(np.float64)
+
+    def _verify(self, flt: MemoryFilter, now: datetime, rowids: np.ndarray) -> dict[int, tuple[Any, ...]]:
+        """The candidates that really pass the scope's tenant clause and filter, with the columns
+        re-ranking reads: rowid -> (id, confidence, half_life_s, event_time, active_role, sub_role)."""
+        where, params = flt.where(now)
+        t, tp = self._tenant(check_only=True)
+        marks = ",".join("?" * len(rowids))
+        rows = self._conn.execute(
+            f"SELECT m.rowid, m.id, m.confidence, m.half_life_s, m.event_time, m.active_role, m.sub_role "
+            f"FROM memories m NOT INDEXED WHERE {t} AND {where} AND m.rowid IN ({marks})",  # rowid lookups
+            tp + params + rowids.tolist()).fetchall()
+        return {r[0]: r[1:] for r in rows}
+
+    def _rank(self, rowids: np.ndarray, sims: np.ndarray, rows: dict[int, tuple[Any, ...]], now: datetime,
+              context: RoleContext | None, k: int) -> tuple[builtins.list[Hit], builtins.list[int]]:
+        """Re-rank the verified candidates from their columns; parse only the ``k`` records returned.
+        Returns the hits and their rowids."""
+        now_ts = now.timestamp()
+        scored = []
+        for raw_rank, (rid, sim) in enumerate(zip(rowids.tolist(), sims.tolist())):
+            _, conf, hl, ev, role, sub = rows[rid]
+            scored.append((score(sim, conf, hl, ev, role, sub, now_ts, context, self.weights), ev, raw_rank, rid))
+        scored.sort(key=lambda x: (-x[0].total, -x[0].similarity, -x[1]))  # same order as retrieval.rerank
+        top = scored[:k]
+        t, tp = self._tenant(check_only=True)
+        marks = ",".join("?" * len(top))
+        recs = {r[0]: row_to_record(*r[1:]) for r in self._conn.execute(
+            f"SELECT m.rowid, {_READ_COLS} FROM memories m WHERE {t} AND m.rowid IN ({marks})",
+            tp + [x[3] for x in top])}
+        return [Hit(recs[rid], sb, raw_rank) for sb, _, raw_rank, rid in top], [x[3] for x in top]
+
+    def _log_recall(self, query: Any, filters: dict[str, Any], raw_ids: Sequence[str], raw_sims: Sequence[float],
                     hits: Sequence[Hit], now: datetime) -> None:
         from .redact import redact
         qtext = redact(query).text if isinstance(query, str) else "<vector>"  # PII never reaches a log
         payload = {
             "query": qtext, "filters": filters, "at": now.isoformat(),
-            "raw_top_k": [{"id": r.id, "similarity": round(s, 6)} for r, s in zip(raw, raw_sims)],
+            "raw_top_k": [{"id": i, "similarity": round(s, 6)} for i, s in zip(raw_ids, raw_sims)],
             "final": [{"id": h.record.id, "raw_rank": h.raw_rank,
                        "score": {kk: round(vv, 6) for kk, vv in h.score.as_dict().items()}} for h in hits],
         }
@@ -341,7 +415,7 @@ class Scope:
 
     # ------------------------------------------------------------------ forgetting
     def _descendants(self, memory_id: str) -> list[str]:
-        t, tp = self._tenant()
+        t, tp = self._tenant(check_only=True)
         seen: list[str] = []
         frontier = [memory_id]
         while frontier:
@@ -374,7 +448,7 @@ class Scope:
         with store._lock:
             with store._tx() as conn:
                 kids = self._descendants(memory_id)
-                t, tp = self._tenant("memories")
+                t, tp = self._tenant("memories", check_only=True)
                 if cascade == "delete" or not kids:
                     ids = [memory_id] + (kids if cascade == "delete" else [])
                     marks = ",".join("?" * len(ids))

@@ -14,7 +14,7 @@ import sqlite3
 from datetime import datetime, timezone
 from typing import Any
 
-from .memir import MemIR, Usage
+from .memir import MemIR
 
 __all__ = ["SCHEMA_SQL", "STORE_FORMAT", "COLUMNS", "N_COLUMNS", "record_to_row", "row_to_record", "ts", "from_ts",
            "half_life_seconds"]
@@ -152,40 +152,19 @@ def record_to_row(r: MemIR, seq: int, tier: str = "working") -> tuple[Any, ...]:
     )
 
 
-class _ParsedCache:
-    """Bounded map from a row's JSON body to the record parsed from it.
-
-    Rows were validated on the way in; re-validating the same JSON on every read dominated
-    retention (measured: ~2.3 s of a 7.9 s simulated episode). Identical JSON text means an
-    identical record, so a parsed body is reused and only the usage columns are swapped in.
-    """
-
-    def __init__(self, maxsize: int = 50_000) -> None:
-        self.maxsize = maxsize
-        self._d: dict[str, MemIR] = {}
-
-    def get(self, text: str) -> MemIR:
-        r = self._d.get(text)
-        if r is None:
-            body = json.loads(text)
-            body["usage"] = {}
-            r = MemIR.model_validate(body)
-            if len(self._d) >= self.maxsize:
-                self._d.pop(next(iter(self._d)))  # oldest insertion first
-            self._d[text] = r
-        return r
-
-
-_PARSED = _ParsedCache()
-
-
 def row_to_record(record_json: str, access_count: int, last_accessed_at: float | None,
                   utility: float | None, retention_reason: str | None) -> MemIR:
-    """Rebuild the record from its JSON body and the usage columns."""
-    base = _PARSED.get(record_json)
-    usage = Usage.model_construct(access_count=int(access_count), last_accessed_at=from_ts(last_accessed_at),
-                                  utility=utility, retention_reason=retention_reason)
-    return base.model_copy(update={"usage": usage})
+    """Rebuild the record from its JSON body and the usage columns.
+
+    One ``model_validate_json`` over the body with the usage spliced in (~25 µs, about half of
+    ``json.loads`` + ``model_validate``). Every call returns a fresh, unshared record: a cache of
+    parsed records handed out shallow copies whose nested models (metadata, provenance) were
+    shared, so mutating one returned record silently changed later reads of the same row.
+    """
+    last = from_ts(last_accessed_at)
+    usage = json.dumps({"access_count": int(access_count), "last_accessed_at": last and last.isoformat(),
+                        "utility": utility, "retention_reason": retention_reason}, separators=(",", ":"))
+    return MemIR.model_validate_json(f'{record_json[:-1]},"usage":{usage}}}')
 
 
 def apply_pragmas(conn: sqlite3.Connection, busy_timeout_ms: int, in_memory: bool) -> None:

@@ -83,6 +83,7 @@ class MemoryStore:
         self.config = config
         self._lock = threading.RLock()
         self._caches: dict[tuple[str, str, str], VectorCache] = {}
+        self._write_gen = 0  # bumped at every COMMIT of this connection (data_version misses those)
         self._closed = False
 
     # ------------------------------------------------------------------ lifecycle
@@ -167,15 +168,16 @@ class MemoryStore:
         cache = self._caches.get(key)
         if cache is None:
             cache = self._caches[key] = VectorCache(user_id, agent_id, emb.encoder_id, emb.dim)
+        # data_version: another connection committed; _write_gen: this one did; epoch: existing rows
+        # changed (deletes, forget, re-embedding, filter-column updates) -> reload from scratch.
         dv = self._conn.execute("PRAGMA data_version").fetchone()[0]
         epoch = self._conn.execute("SELECT value FROM meta WHERE key='vector_epoch'").fetchone()[0]
         if cache.epoch != epoch:
             cache.clear()
             cache.epoch = epoch
-            cache.data_version = None
-        if cache.data_version != dv or cache.data_version is None:
+        if cache.data_version != dv or cache.write_gen != self._write_gen:
             cache.load_since(self._conn)
-            cache.data_version = dv
+            cache.data_version, cache.write_gen = dv, self._write_gen
         return cache
 
     def _vectors_for(self, user_id: str, agent_id: str, rowids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -325,6 +327,7 @@ class _Transaction:
         conn = self.store._conn
         if exc_type is None:
             conn.execute("COMMIT")
+            self.store._write_gen += 1
         else:
             conn.execute("ROLLBACK")
             self.store._caches.clear()  # anything appended during the failed tx is gone

@@ -49,7 +49,7 @@ def cmd_retain(a: argparse.Namespace) -> int:
     from .scorer import UtilityScorer
     with _open(a.db) as store:
         scope = store.scope(user_id=a.user, agent_id=a.agent)
-        scorer = UtilityScorer(a.model) if a.model else UtilityScorer.default()
+        scorer = UtilityScorer(a.model) if a.model else UtilityScorer()
         d = scope.retain(capacity=a.capacity, scorer=scorer, rules=a.rules, method=a.method,
                          forgotten=a.forgotten, apply=not a.dry_run, budget_tokens=a.budget_tokens)
         _print({"decision_id": d.decision_id, "kept": len(d.kept), "archived": len(d.archived),
@@ -91,18 +91,15 @@ def cmd_reembed(a: argparse.Namespace) -> int:
 def cmd_score(a: argparse.Namespace) -> int:
     from .batch import ScoreConfig, score_dump
     cfg = ScoreConfig(capacity=a.capacity, rules=a.rules, model=a.model, batch_size=a.batch_size,
-                      quarantine=a.quarantine, redundancy=a.redundancy, method=a.method)
+                      quarantine=a.quarantine, redundancy=a.redundancy, method=a.method, encoder=a.encoder)
     report = score_dump(a.dump, a.out, cfg, progress=not a.quiet)
     _print(report)
     return 0 if report.get("valid", 0) > 0 or report.get("quarantined", 0) == 0 else 2
 
 
 def cmd_encoder(a: argparse.Namespace) -> int:
-    from .encoder import default_encoder_dir
-    from .encoder_export import export_encoder
-    out = export_encoder(a.out or default_encoder_dir())
-    print(f"encoder exported to {out}")
-    return 0
+    from .encoder_export import main as export_main
+    return export_main(["--out", a.out] if a.out else [])
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -159,6 +156,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--batch-size", type=int, default=8192)
     sp.add_argument("--redundancy", default="batch", choices=["batch", "none"])
     sp.add_argument("--method", default="auto", choices=["auto", "greedy", "exact", "cvxpy"])
+    sp.add_argument("--encoder", default="default", choices=["default", "hash"],
+                    help="encoder for records without an embedding (hash = test double)")
     sp.add_argument("--quiet", action="store_true")
 
     sp = add("reembed", cmd_reembed, "re-encode every memory made by another encoder",

@@ -39,6 +39,7 @@ class TrainConfig:
         fit: Lightning fit.
         eval_capacities: capacities (fraction of a user's events) for the held-out evaluation.
         eval_policies: baselines evaluated beside the model each round (``runtime.policies`` names + oracle).
+        final_policies: baselines evaluated once, beside the promoted model, for the model card.
         counterfactual_samples: items re-run with forced keep/drop per round to check the labels.
         encoder: ``"onnx"`` (all-MiniLM-L6-v2, production) or ``"hash"`` (fast test double).
         locomo_files: LoCoMo-layout conversations ingested as labelled trajectories (missing files are skipped).
@@ -56,6 +57,7 @@ class TrainConfig:
     fit: FitConfig = field(default_factory=FitConfig)
     eval_capacities: tuple[float, ...] = (0.1, 0.2)
     eval_policies: tuple[str, ...] = ("recency", "oracle")
+    final_policies: tuple[str, ...] = ()
     counterfactual_samples: int = 16
     encoder: Literal["onnx", "hash"] = "onnx"
     locomo_files: tuple[str, ...] = ()

@@ -86,12 +86,13 @@ def _warm(emb: CachedEmbedder, episodes: Sequence[Episode]) -> None:
     emb.warm(texts)
 
 
-def _policies(cfg: TrainConfig, model_path: Path | None, emb: Embedder) -> dict[str, Callable[[Episode], Any]]:
+def _policies(cfg: TrainConfig, model_path: Path | None, emb: Embedder,
+              names: Sequence[str] | None = None) -> dict[str, Callable[[Episode], Any]]:
     pols: dict[str, Callable[[Episode], Any]] = {}
     if model_path is not None:
         scorer = UtilityScorer(model_path)
         pols["utilitynet"] = lambda ep: scorer
-    for name in cfg.eval_policies:
+    for name in (cfg.eval_policies if names is None else names):
         if name == "oracle":
             pols["oracle"] = lambda ep: OracleScorer(ep, emb, cfg.label)
         else:
@@ -171,7 +172,8 @@ def _score(m: dict[str, Any]) -> float:
     return float(np.mean(vals)) if vals else float("-inf")
 
 
-def promote(cfg: TrainConfig, rounds: list[dict[str, Any]], emb: Embedder, leakage: dict[str, Any]) -> tuple[int, Path]:
+def promote(cfg: TrainConfig, rounds: list[dict[str, Any]], emb: Embedder, leakage: dict[str, Any],
+            final: list[dict[str, Any]] | None = None) -> tuple[int, Path]:
     """Copy the best round's ONNX to ``checkpoints/utilitynet.onnx`` and write its model card."""
     best = max(range(len(rounds)), key=lambda i: _score(rounds[i]))
     src = Path(cfg.checkpoints_dir) / f"round_{best:03d}"
@@ -184,7 +186,7 @@ def promote(cfg: TrainConfig, rounds: list[dict[str, Any]], emb: Embedder, leaka
         "training_data": {"rows": rounds[best]["rows"], "positive_rate": rounds[best]["positive_rate"],
                           "manifest": json.loads((src / "data_manifest.json").read_text())},
         "metrics": {k: rounds[best][k] for k in ("val_loss", "label_counterfactual_agreement", "eval")},
-        "leakage": leakage, "rounds": [{"round": m["round"], "utilitynet_success": _score(m)} for m in rounds],
+        "final_eval": final or rounds[best]["eval"], "leakage": leakage, "rounds": [{"round": m["round"], "utilitynet_success": _score(m)} for m in rounds],
         "config": cfg.to_dict(),
     }
     (Path(cfg.checkpoints_dir) / "model_card.json").write_text(json.dumps(card, indent=2, default=float))
@@ -232,7 +234,14 @@ def run(cfg: TrainConfig, *, progress: bool = True) -> LoopResult:
             print(f"round {r}: val_loss={m['val_loss']:.4f} cf_agreement={m['label_counterfactual_agreement']:.2f} "
                   f"utilitynet success {', '.join(util)}", file=sys.stderr)
     leakage = leakage_check(eval_eps, emb)
-    best, promoted = promote(cfg, rounds, emb, leakage)
+    final: list[dict[str, Any]] = []
+    best_round = max(range(len(rounds)), key=lambda i: _score(rounds[i]))
+    if cfg.final_policies:
+        final = [row for row in rounds[best_round]["eval"]] + evaluate_policies(
+            eval_eps, {k: v for k, v in _policies(cfg, None, emb, cfg.final_policies).items()
+                       if k not in {row["policy"] for row in rounds[best_round]["eval"]}},
+            emb, cfg.agent, cfg.eval_capacities, progress=progress)
+    best, promoted = promote(cfg, rounds, emb, leakage, final)
     plot_rounds(rounds, Path(cfg.checkpoints_dir) / "rounds.png")
     return LoopResult(rounds, best, promoted, time.perf_counter() - t0)
 

@@ -9,7 +9,6 @@ Example:
 
 from __future__ import annotations
 
-import builtins
 import json
 import logging
 from collections.abc import Iterable, Sequence
@@ -19,12 +18,13 @@ from typing import IO, TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
+from . import recall as _recall
 from .errors import ContentTooLargeError, EncoderMismatchError, NotFoundError, ValidationError, VectorError
-from .filters import SENSITIVITY_ORDER, MemoryFilter, build_filter
-from .memir import Flag, MemIR, RoleContext, Sensitivity, utcnow
+from .filters import SENSITIVITY_ORDER, build_filter
+from .memir import MemIR, RoleContext, Sensitivity, utcnow
 from .records import build_record
-from .retrieval import Hit, RankWeights, score
-from .sqlite_schema import COLUMNS, N_COLUMNS, record_to_row, row_to_record, ts
+from .retrieval import Hit, RankWeights
+from .sqlite_schema import COLUMNS, N_COLUMNS, READ_COLS, record_to_row, row_to_record, ts
 
 if TYPE_CHECKING:
     from .store import MemoryStore
@@ -33,7 +33,7 @@ __all__ = ["Scope", "ForgetReport"]
 
 log = logging.getLogger("memir.recall")
 
-_READ_COLS = "m.record, m.access_count, m.last_accessed_at, m.utility, m.retention_reason"
+_READ_COLS = READ_COLS
 
 
 class ForgetReport(dict):  # a plain dict so it serialises as-is; keys documented in Scope.forget
@@ -311,10 +311,10 @@ class Scope:
             # with the tenant clause and the filter's WHERE. If SQL disagrees (a stale cache; should
             # not happen), the cache is dropped and SQL alone decides eligibility.
             for sql_only in (False, True):
-                rowids, sims = self._candidates(flt, now, q, pool, sql_only)
+                rowids, sims = _recall.candidates(self, flt, now, q, pool, sql_only)
                 if len(rowids) == 0:
                     return []
-                rows = self._verify(flt, now, rowids)
+                rows = _recall.verify(self, flt, now, rowids)
                 if len(rows) == len(rowids):
                     break
                 store._caches.clear()
@@ -322,88 +322,16 @@ class Scope:
             rowids, sims = rowids[keep], sims[keep]
             if len(rowids) == 0:
                 return []
-            hits, hit_rowids = self._rank(rowids, sims, rows, now, context, k)
+            hits, hit_rowids = _recall.rank(self, rowids, sims, rows, now, context, k)
             if update_usage and hits:  # one statement = one commit (not one per hit)
                 t, tp = self._tenant("memories", check_only=True)
                 self._conn.execute(
                     f"UPDATE memories SET access_count = access_count + 1, last_accessed_at = ? "
                     f"WHERE {t} AND rowid IN ({','.join('?' * len(hit_rowids))})", [ts(now), *tp, *hit_rowids])
             if explain:
-                self._log_recall(query, flt.model_dump(mode="json", exclude_defaults=True),
+                _recall.log_recall(self, query, flt.model_dump(mode="json", exclude_defaults=True),
                                  [rows[int(r)][0] for r in rowids], sims.tolist(), hits, now)
         return hits
-
-    def _candidates(self, flt: MemoryFilter, now: datetime, q: np.ndarray, pool: int,
-                    sql_only: bool) -> tuple[np.ndarray, np.ndarray]:
-        """Raw top-``pool`` (rowids, similarities) among the rows passing ``flt``, best first."""
-        store = self._store
-        if sql_only:
-            where, params = flt.where(now)
-            t, tp = self._tenant()
-            cur = self._conn.execute(f"SELECT m.rowid FROM memories m WHERE {t} AND {where}", tp + params)
-            eligible = np.fromiter((r[0] for r in cur), dtype=np.int64)
-            found, mat = store._vectors_for(self.user_id, self.agent_id, eligible)
-            if len(found) != len(eligible):
-                self._raise_mismatch()
-            sims = mat @ q
-        else:
-            cache = store._vector_cache(self.user_id, self.agent_id)
-            pos = np.flatnonzero(flt.mask(cache, now))
-            if not cache.has_vector[pos].all():
-                self._raise_mismatch()
-            sims = cache.similarities(pos, q)
-            found = cache.rowids[pos]
-        if len(sims) > pool:
-            top = np.argpartition(-sims, pool - 1)[:pool]
-        else:
-            top = np.arange(len(sims))
-        top = top[np.argsort(-sims[top], kind="stable")]
-        return found[top], sims[top].astype(np.float64)
-
-    def _verify(self, flt: MemoryFilter, now: datetime, rowids: np.ndarray) -> dict[int, tuple[Any, ...]]:
-        """The candidates that really pass the scope's tenant clause and filter, with the columns
-        re-ranking reads: rowid -> (id, confidence, half_life_s, event_time, active_role, sub_role)."""
-        where, params = flt.where(now)
-        t, tp = self._tenant(check_only=True)
-        marks = ",".join("?" * len(rowids))
-        rows = self._conn.execute(
-            f"SELECT m.rowid, m.id, m.confidence, m.half_life_s, m.event_time, m.active_role, m.sub_role "
-            f"FROM memories m NOT INDEXED WHERE {t} AND {where} AND m.rowid IN ({marks})",  # rowid lookups
-            tp + params + rowids.tolist()).fetchall()
-        return {r[0]: r[1:] for r in rows}
-
-    def _rank(self, rowids: np.ndarray, sims: np.ndarray, rows: dict[int, tuple[Any, ...]], now: datetime,
-              context: RoleContext | None, k: int) -> tuple[builtins.list[Hit], builtins.list[int]]:
-        """Re-rank the verified candidates from their columns; parse only the ``k`` records returned.
-        Returns the hits and their rowids."""
-        now_ts = now.timestamp()
-        scored = []
-        for raw_rank, (rid, sim) in enumerate(zip(rowids.tolist(), sims.tolist())):
-            _, conf, hl, ev, role, sub = rows[rid]
-            scored.append((score(sim, conf, hl, ev, role, sub, now_ts, context, self.weights), ev, raw_rank, rid))
-        scored.sort(key=lambda x: (-x[0].total, -x[0].similarity, -x[1]))  # same order as retrieval.rerank
-        top = scored[:k]
-        t, tp = self._tenant(check_only=True)
-        marks = ",".join("?" * len(top))
-        recs = {r[0]: row_to_record(*r[1:]) for r in self._conn.execute(
-            f"SELECT m.rowid, {_READ_COLS} FROM memories m WHERE {t} AND m.rowid IN ({marks})",
-            tp + [x[3] for x in top])}
-        return [Hit(recs[rid], sb, raw_rank) for sb, _, raw_rank, rid in top], [x[3] for x in top]
-
-    def _log_recall(self, query: Any, filters: dict[str, Any], raw_ids: Sequence[str], raw_sims: Sequence[float],
-                    hits: Sequence[Hit], now: datetime) -> None:
-        from .redact import redact
-        qtext = redact(query).text if isinstance(query, str) else "<vector>"  # PII never reaches a log
-        payload = {
-            "query": qtext, "filters": filters, "at": now.isoformat(),
-            "raw_top_k": [{"id": i, "similarity": round(s, 6)} for i, s in zip(raw_ids, raw_sims)],
-            "final": [{"id": h.record.id, "raw_rank": h.raw_rank,
-                       "score": {kk: round(vv, 6) for kk, vv in h.score.as_dict().items()}} for h in hits],
-        }
-        log.debug("recall %s", json.dumps(payload))
-        if self._store.config.log_recalls:
-            self._conn.execute("INSERT INTO recall_log(user_id, agent_id, at, payload) VALUES (?,?,?,?)",
-                               (self.user_id, self.agent_id, now.timestamp(), json.dumps(payload)))
 
     def recall_log(self, limit: int = 20) -> list[dict[str, Any]]:
         """The scope's most recent ``explain=True`` recalls, newest first."""
@@ -414,73 +342,13 @@ class Scope:
         return [json.loads(p) for (p,) in rows]
 
     # ------------------------------------------------------------------ forgetting
-    def _descendants(self, memory_id: str) -> list[str]:
-        t, tp = self._tenant(check_only=True)
-        seen: list[str] = []
-        frontier = [memory_id]
-        while frontier:
-            marks = ",".join("?" * len(frontier))
-            rows = self._conn.execute(
-                f"SELECT DISTINCT m.id FROM memory_parents p JOIN memories m ON m.rowid = p.mem_rowid "
-                f"WHERE {t} AND p.parent_id IN ({marks})", tp + frontier).fetchall()
-            frontier = [r[0] for r in rows if r[0] not in seen and r[0] != memory_id]
-            seen.extend(frontier)
-        return seen
-
     def forget(self, memory_id: str, *, cascade: Literal["redact", "delete"] = "redact",
                reason: str = "forgotten", scrub: bool = True) -> ForgetReport:
-        """Forget one memory.
-
-        ``cascade="redact"``: if other memories were derived from it, it is replaced by a redacted
-        placeholder (content gone, vector gone, provenance kept, flag ``placeholder``) so their chain
-        still explains itself (seed 001 pitfall 4); otherwise it is deleted.
-        ``cascade="delete"``: it and everything derived from it (transitively) are deleted.
-        With ``scrub`` the WAL is checkpointed so the old content leaves the WAL too.
-
-        Returns:
-            ``{"deleted": [ids], "redacted": [ids]}``.
-        """
-        if cascade not in ("redact", "delete"):
-            raise ValidationError(f"cascade must be 'redact' or 'delete', got {cascade!r}", field="cascade")
-        self.get(memory_id)  # NotFoundError if not in this scope
-        store = self._store
-        report = ForgetReport(deleted=[], redacted=[])
-        with store._lock:
-            with store._tx() as conn:
-                kids = self._descendants(memory_id)
-                t, tp = self._tenant("memories", check_only=True)
-                if cascade == "delete" or not kids:
-                    ids = [memory_id] + (kids if cascade == "delete" else [])
-                    marks = ",".join("?" * len(ids))
-                    conn.execute(f"DELETE FROM memories WHERE {t} AND id IN ({marks})", tp + ids)
-                    report["deleted"] = ids
-                else:
-                    self._make_placeholder(conn, memory_id, reason)
-                    report["redacted"] = [memory_id]
-                store._bump_vector_epoch()
-            if scrub and store.path != ":memory:":
-                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        return report
-
-    def _make_placeholder(self, conn: Any, memory_id: str, reason: str) -> None:
-        rec = self.get(memory_id)
-        flags = sorted(set(rec.metadata.flags) | {Flag.placeholder}, key=lambda f: f.value)
-        ph = rec.model_copy(update={
-            "content": f"[forgotten memory: {reason}]",
-            "metadata": rec.metadata.model_copy(update={"flags": flags, "sensitivity": Sensitivity.none,
-                                                        "tags": [], "attributes": {}})})
-        body = ph.model_dump(mode="json", exclude={"usage"})
-        t, tp = self._tenant("memories")
-        conn.execute(f"UPDATE memories SET record = ?, sensitivity = 'none', retention_reason = ? "
-                     f"WHERE {t} AND id = ?", [json.dumps(body, separators=(",", ":")), reason] + tp + [memory_id])
-        rowid = conn.execute(f"SELECT rowid FROM memories WHERE {t} AND id = ?", tp + [memory_id]).fetchone()[0]
-        conn.execute("DELETE FROM vectors WHERE mem_rowid = ?", (rowid,))
-        conn.execute("DELETE FROM memory_tags WHERE mem_rowid = ?", (rowid,))
-        # the placeholder keeps a vector of its placeholder text so recall over the scope stays consistent
-        v = self._store.embedder.encode([ph.content])[0]
-        conn.execute("INSERT INTO vectors(mem_rowid, encoder_id, dim, vec) VALUES (?,?,?,?)",
-                     (rowid, self._store.embedder.encoder_id, self._store.embedder.dim,
-                      np.asarray(v, np.float32).tobytes()))
+        """Forget one memory (see :func:`runtime.forget.forget`): ``cascade="redact"`` leaves a
+        redacted placeholder when other memories derive from it; ``"delete"`` removes it and its
+        descendants. Returns ``{"deleted": [ids], "redacted": [ids]}``."""
+        from .forget import forget
+        return forget(self, memory_id, cascade=cascade, reason=reason, scrub=scrub)
 
     # ------------------------------------------------------------------ retention
     def retain(self, *, capacity: Any, scorer: Any = None, rules: Any = None, **kwargs: Any) -> Any:

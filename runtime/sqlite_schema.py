@@ -129,6 +129,10 @@ def half_life_seconds(r: MemIR) -> float | None:
     return None if hl is None else hl.total_seconds()
 
 
+# The columns every record read selects: the JSON body, then the usage columns.
+READ_COLS = "m.record, m.access_count, m.last_accessed_at, m.utility, m.retention_reason"
+
+
 def ts(dt: datetime | None) -> float | None:
     """Datetime -> epoch seconds (REAL column), None-safe."""
     return None if dt is None else dt.timestamp()

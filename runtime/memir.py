@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
@@ -39,7 +39,7 @@ __all__ = [
     "utcnow",
 ]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION: Literal[1] = 1
 
 # Ids are plain tokens: letters, digits and ``_ . : @ -``. This is what keeps a filter value that
 # "looks like SQL" out at the boundary (queries are parameterised anyway; this is defence in depth
@@ -53,7 +53,7 @@ Label = Annotated[str, StringConstraints(min_length=1, max_length=128, strip_whi
 
 def utcnow() -> datetime:
     """The current time, timezone-aware UTC (memir never stores naive datetimes)."""
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def new_id(prefix: str = "mem") -> str:
@@ -65,8 +65,8 @@ def _utc(v: datetime) -> datetime:
     # Naive datetimes are taken as UTC (what `datetime.utcnow()` callers mean); everything is
     # normalised to UTC so equality and SQL ordering agree.
     if v.tzinfo is None:
-        return v.replace(tzinfo=timezone.utc)
-    return v.astimezone(timezone.utc)
+        return v.replace(tzinfo=UTC)
+    return v.astimezone(UTC)
 
 
 UTCDateTime = Annotated[datetime, AfterValidator(_utc)]

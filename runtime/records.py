@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import BaseModel
 from pydantic import ValidationError as PydanticValidationError
 
 from .errors import ValidationError
@@ -16,7 +17,7 @@ from .memir import MemIR, Metadata, Provenance, RoleContext, Usage
 
 __all__ = ["build_record", "WRITE_FIELDS"]
 
-_GROUPS: dict[str, type] = {"provenance": Provenance, "role_context": RoleContext, "metadata": Metadata,
+_GROUPS: dict[str, type[BaseModel]] = {"provenance": Provenance, "role_context": RoleContext, "metadata": Metadata,
                             "usage": Usage}
 _TOP = {"id", "created_at"}
 _FLAT: dict[str, tuple[str, str]] = {}

@@ -123,11 +123,12 @@ def retain(scope: "Scope", *, capacity: int | CapacityFn | None, scorer: Scorer 
     if scorer is None:
         from .scorer import UtilityScorer
         scorer = UtilityScorer()
+    recs: list[MemIR]
     recs, vecs, seqs = scope.list_with_vectors(tier="working", include_expired=True, now=now)
     prepared = [scope._prepare(c) for c in candidates]
     if prepared:
         need = [i for i, (_, v) in enumerate(prepared) if v is None]
-        enc = scope._store.embedder.encode([prepared[i][0].content for i in need]) if need else []
+        enc: Any = scope._store.embedder.encode([prepared[i][0].content for i in need]) if need else []
         cand_vecs = [v for _, v in prepared]
         for j, i in enumerate(need):
             cand_vecs[i] = np.asarray(enc[j], np.float32)
@@ -153,7 +154,7 @@ def retain(scope: "Scope", *, capacity: int | CapacityFn | None, scorer: Scorer 
         excludes=compiled.excludes, quotas=[_quota(q) for q in compiled.quotas],
         item_ids=[r.id for r in recs], overflow_penalty=overflow_penalty, on_infeasible=on_infeasible)
     t_solve = time.perf_counter()
-    result = solve(problem, method=method)
+    result = solve(problem, method=method)  # type: ignore[arg-type]  # validated by solve()
     solve_ms = (time.perf_counter() - t_solve) * 1000
     keep = np.asarray(result.keep, dtype=bool)
     expl = result.explanation.to_dict()
@@ -269,7 +270,7 @@ def explain(scope: "Scope", memory_id: str) -> dict[str, Any]:
         from .errors import NotFoundError
         raise NotFoundError(f"no memory or decision about {memory_id!r} in this scope")
     history = []
-    for dec_id, at, dpay, kept, reason, ipay in rows:
+    for dec_id, _at, dpay, kept, reason, ipay in rows:
         dp = json.loads(dpay)
         history.append({"decision_id": dec_id, "at": dp["at"], "kept": bool(kept), "reason": reason,
                         "method": dp["method"], "status": dp["status"], "capacity": dp["capacity"],

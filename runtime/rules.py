@@ -31,7 +31,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError as PydanticValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ValidationError as PydanticValidationError
 
 from .errors import ValidationError
 from .memir import DialogRole, Flag, Label, MemIR, Sensitivity, SourceType
@@ -196,11 +197,11 @@ class RuleSet(_Strict):
             members = [i for i, r in enumerate(records) if q.when(r, now)]
             if members:
                 c.quotas.append((members, q.min, q.max, q.name))
-        for b in self.bonuses:
+        for bonus in self.bonuses:
             for i, r in enumerate(records):
-                if b.when(r, now):
-                    c.bonus[i] += b.add
-                    c.bonus_reasons[i].append((b.name, b.add))
+                if bonus.when(r, now):
+                    c.bonus[i] += bonus.add
+                    c.bonus_reasons[i].append((bonus.name, bonus.add))
         return c
 
 

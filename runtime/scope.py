@@ -9,6 +9,7 @@ Example:
 
 from __future__ import annotations
 
+import builtins
 import json
 import logging
 from collections.abc import Iterable, Sequence
@@ -251,7 +252,7 @@ class Scope:
                                           tp + params).fetchone()[0])
 
     def list_with_vectors(self, *, now: datetime | None = None, **filters: Any
-                          ) -> tuple[list[MemIR], np.ndarray, np.ndarray]:
+                          ) -> tuple[builtins.list[MemIR], np.ndarray, np.ndarray]:
         """(records, unit vectors, write seqs) for the filtered rows — what retention scoring needs."""
         rows = self._select(filters, now, None, extra_cols=", m.rowid, m.seq")
         recs = [row_to_record(*r[:5]) for r in rows]
@@ -275,7 +276,7 @@ class Scope:
 
     def recall(self, query: str | np.ndarray, k: int = 5, *, context: RoleContext | None = None,
                now: datetime | None = None, explain: bool = False, update_usage: bool = True,
-               candidates: int | None = None, **filters: Any) -> list[Hit]:
+               candidates: int | None = None, **filters: Any) -> builtins.list[Hit]:
         """Typed filter → exact vector top-K over the rows that pass → SQL re-check → re-rank.
 
         The filter is evaluated on the scope's cached columns (the same semantics as its SQL, see
@@ -333,7 +334,7 @@ class Scope:
                                  [rows[int(r)][0] for r in rowids], sims.tolist(), hits, now)
         return hits
 
-    def recall_log(self, limit: int = 20) -> list[dict[str, Any]]:
+    def recall_log(self, limit: int = 20) -> builtins.list[dict[str, Any]]:
         """The scope's most recent ``explain=True`` recalls, newest first."""
         t, tp = self._tenant("recall_log")
         with self._store._lock:
@@ -384,7 +385,7 @@ class Scope:
         from .retain import explain
         return explain(self, memory_id)
 
-    def decisions(self, limit: int = 20) -> list[dict[str, Any]]:
+    def decisions(self, limit: int = 20) -> builtins.list[dict[str, Any]]:
         """This scope's retention decisions, newest first."""
         from .retain import decisions
         return decisions(self, limit)

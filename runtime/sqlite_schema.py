@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from .memir import MemIR
@@ -139,7 +139,7 @@ def ts(dt: datetime | None) -> float | None:
 
 
 def from_ts(x: float | None) -> datetime | None:
-    return None if x is None else datetime.fromtimestamp(x, tz=timezone.utc)
+    return None if x is None else datetime.fromtimestamp(x, tz=UTC)
 
 
 def record_to_row(r: MemIR, seq: int, tier: str = "working") -> tuple[Any, ...]:

@@ -20,9 +20,10 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -31,6 +32,9 @@ from .errors import ValidationError
 from .memir import Id
 from .sqlite_schema import SCHEMA_SQL, STORE_FORMAT, apply_pragmas
 from .vectors import VectorCache
+
+if TYPE_CHECKING:
+    from .scope import Scope
 
 __all__ = ["StoreConfig", "MemoryStore"]
 

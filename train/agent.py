@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from runtime.consolidate import annotate_session
 from runtime.embed import Embedder
 from runtime.memir import MemIR
 from runtime.redact import redact
@@ -33,7 +34,7 @@ from utilitynet.features import featurize
 
 from .simulate import Episode, Event, Question
 
-__all__ = ["AgentConfig", "Decision", "QuestionOutcome", "EpisodeRun", "run_episode", "user_capacity"]
+__all__ = ["AgentConfig", "Decision", "EpisodeRun", "QuestionOutcome", "run_episode", "user_capacity"]
 
 
 @dataclass(frozen=True)
@@ -163,6 +164,7 @@ def run_episode(ep: Episode, scorer: Scorer, embedder: Embedder, cfg: AgentConfi
     with MemoryStore.open(":memory:", embedder=embedder, config=StoreConfig(log_recalls=False)) as store:
         scopes = {u: store.scope(user_id=u, agent_id="sim") for u in caps}
         last_phase: dict[str, str] = {}
+        last_session: dict[str, str | None] = {}
 
         def retain(user: str, now: Any, step: int, trigger: str) -> None:
             scope = scopes[user]
@@ -198,6 +200,12 @@ def run_episode(ep: Episode, scorer: Scorer, embedder: Embedder, cfg: AgentConfi
                 alive = scopes[ev.user_id]._existing_ids(r.provenance.derived_from)
                 r = r.model_copy(update={"provenance": r.provenance.model_copy(
                     update={"derived_from": [p for p in r.provenance.derived_from if p in alive]})})
+            # A new session for this user closes the previous one: store its dialogue context (as the
+            # production assembler does at a session boundary; runtime.consolidate).
+            prev_session = last_session.get(ev.user_id)
+            if prev_session is not None and prev_session != r.provenance.session_id:
+                annotate_session(scopes[ev.user_id], prev_session, now=ev.timestamp)
+            last_session[ev.user_id] = r.provenance.session_id
             scopes[ev.user_id].write(r, embedding=vec)
             recent.setdefault(ev.user_id, []).append(np.asarray(vec, np.float32))
             trig = triggers[ev.user_id]

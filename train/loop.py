@@ -37,7 +37,7 @@ from utilitynet.features import spec_for
 from . import fit as fit_stage
 from .agent import run_episode
 from .config import TrainConfig, load_preset
-from .dataset import RowBatch, load_rounds, read_manifest, round_dir, to_numpy, write_round
+from .dataset import RowBatch, load_rounds, round_dir, to_numpy, write_round
 from .embedcache import CachedEmbedder
 from .evaluate_sim import evaluate_policies, leakage_check
 from .label import OracleScorer, counterfactual_agreement, label_decisions
@@ -125,7 +125,7 @@ def run_round(r: int, cfg: TrainConfig, emb: CachedEmbedder, train_eps: list[Epi
         from .locomo_rows import add_locomo_rows
         add_locomo_rows(rows, [f for f in cfg.locomo_files if Path(f).exists()], emb, weight=cfg.locomo_weight)
     t_collect = time.perf_counter() - t0
-    n_cf = min(cfg.counterfactual_samples, sum(len(l.y) for l in labels))
+    n_cf = min(cfg.counterfactual_samples, sum(len(lab.y) for lab in labels))
     cf = (counterfactual_agreement(train_eps, runs, labels, policy, emb, cfg.agent, n_samples=n_cf, seed=cfg.seed + r)
           if n_cf else {"n": 0.0, "agreement": float("nan")})
     data_root = Path(cfg.data_dir)

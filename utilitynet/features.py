@@ -43,6 +43,7 @@ from typing import Any, Literal
 import numpy as np
 
 from .context import ScoringContext
+from .dialog import ATTRIBUTE_PREFIX, CONTEXT_NAMES
 from .redundancy import NEAR_DUP_COS
 from .redundancy import redundancy as batch_redundancy
 from .textstats import TEXT_STAT_NAMES, text_stats
@@ -59,7 +60,7 @@ __all__ = [
     "spec_for",
 ]
 
-FEATURE_SCHEMA_VERSION = "1"
+FEATURE_SCHEMA_VERSION = "2"
 
 MODEL_INPUT = "features"
 """Name of the exported ONNX model's input: float32 ``(batch, n_features)``."""
@@ -163,10 +164,11 @@ class _Batch:
         rows = [(r.content, r.created_at, (pv := r.provenance).type, r.role_context.dialog_role,
                  (md := r.metadata).confidence, md.flags, md.sensitivity, md.expires_at,
                  md.freshness_half_life, (us := r.usage).access_count, us.last_accessed_at,
-                 pv.derived_from) for r in records]
-        cols: list[tuple[Any, ...]] = list(zip(*rows, strict=True)) if rows else [()] * 12
+                 pv.derived_from, getattr(md, "attributes", None)) for r in records]
+        cols: list[tuple[Any, ...]] = list(zip(*rows, strict=True)) if rows else [()] * 13
         (content, created, src, role, conf, flags, sens, expires, half_life, access, last_access,
-         parents) = cols
+         parents, attributes) = cols
+        self.attributes = attributes
         self.content = [c or "" for c in content] if None in content else list(content)
         self.created, self.expires = _timestamps(created), _timestamps(expires)
         self.last_access = _timestamps(last_access)
@@ -282,6 +284,23 @@ def _g_context(b: _Batch) -> np.ndarray:
     return np.stack([g, has_g, rc, has_rc, stage], axis=1)
 
 
+_CTX_KEYS = tuple(ATTRIBUTE_PREFIX + n for n in CONTEXT_NAMES)
+_CTX_CLIP = 1e3  # stored attributes are caller data: bound them like every other column
+
+
+def _g_dialog(b: _Batch) -> np.ndarray:
+    # Session-context features are computed once per complete session and stored on the record
+    # (runtime.consolidate.annotate_session); recomputing them here over whatever is still held would
+    # change their meaning as neighbours get forgotten. Most records carry no attributes: skip fast.
+    out = np.zeros((b.n, len(_CTX_KEYS) + 1))
+    for i, a in enumerate(b.attributes):
+        if a and _CTX_KEYS[0] in a:
+            vals = [a.get(k) for k in _CTX_KEYS]
+            out[i, :-1] = [float(v) if isinstance(v, (int, float)) else 0.0 for v in vals]
+            out[i, -1] = 1.0
+    return np.clip(np.nan_to_num(out), -_CTX_CLIP, _CTX_CLIP)
+
+
 @dataclass(frozen=True)
 class _Group:
     names: tuple[str, ...]
@@ -307,6 +326,9 @@ _GROUPS: tuple[_Group, ...] = (
            f"cosine redundancy with the other memories of the batch (near-duplicate: cos > {NEAR_DUP_COS})"),
     _Group(("goal_sim", "has_goal", "recent_sim", "has_recent", "stage"), _g_context,
            "cosine to ctx.goal_embedding / ctx.recent_embedding (0 + bit 0 when absent); task stage"),
+    _Group(tuple(f"ctx_{n}" for n in CONTEXT_NAMES) + ("ctx_present",), _g_dialog,
+           "dialog session context stored in metadata.attributes['ctx.<name>'] (utilitynet.dialog; 0 when "
+           "absent) and a bit saying it is present"),
 )
 
 FEATURE_NAMES: tuple[str, ...] = tuple(name for g in _GROUPS for name in g.names)

@@ -27,13 +27,17 @@ TEXT_STAT_NAMES: tuple[str, ...] = (
     "chars_log", "tokens_log", "urgency_log", "exclaim", "question", "numbers_log", "dates_log",
     "names_log", "first_person_log", "second_person_log", "update_markers_log", "greeting_only",
     "image_caption",
+    # Dialogue cues (schema v2; measured on LoCoMo: what makes a turn worth remembering).
+    "first_person_rate", "past_events_log", "my_noun_log", "questions_log", "ends_question",
+    "time_words_log", "caps_words_log", "greeting_any", "reaction", "exclaim_rate",
 )
 """Output keys of :func:`text_stats`, in feature-column order."""
 
 _MAX_COUNT = 1000.0  # counts are clipped before log1p: every column is bounded (≤ log1p(1000) ≈ 6.9)
 
 # Marker bits of a vocabulary word.
-URG, FP, SP, UPD, GREET, DAYW, MONTH_FULL, MONTH, AMPM, REL, PERIOD, ORD, OF = (1 << i for i in range(13))
+(URG, FP, SP, UPD, GREET, DAYW, MONTH_FULL, MONTH, AMPM, REL, PERIOD, ORD, OF, SUBJ, PASTV, ADV, POSS,
+ TIMEW, LASTNEXT, REACT, HELLO) = (1 << i for i in range(21))
 
 _WORDS: dict[int, str] = {
     # Urgency / importance: must, ASAP, important, always, never, deadline, ...
@@ -54,11 +58,25 @@ _WORDS: dict[int, str] = {
     MONTH: "jan feb mar apr may jun jul aug sep sept oct nov dec january february march april june july "
            "august september october november december",
     AMPM: "am pm", REL: "next last this", PERIOD: "week month year", ORD: "st nd rd th", OF: "of",
+    # "I/we (+ adverb) <past verb>" = a first-person event; regular past tenses are found by "-ed".
+    SUBJ: "i we",
+    PASTV: "went got made took had saw did was were began joined ran bought found met won lost gave left "
+           "came tried became read wrote built held taught drove flew spent sold kept felt thought knew heard "
+           "told put brought caught chose fell grew paid sent sang swam threw woke wore",
+    ADV: "just finally recently also actually",
+    POSS: "my our",
+    TIMEW: "ago since recently just",
+    LASTNEXT: "last next",
+    REACT: "wow awesome amazing great cool glad proud sounds that's congrats congratulations",
+    HELLO: "hey hi hello thanks bye goodbye",  # narrower than GREET: opening/closing words only
 }
 _PAIRS: dict[tuple[str, str], int] = {
     ("make", "sure"): URG, ("do", "not"): URG, ("don't", "forget"): URG, ("dont", "forget"): URG,
     ("all", "costs"): URG, ("no", "matter"): URG, ("non", "negotiable"): URG,
     ("no", "longer"): UPD, ("not", "anymore"): UPD,
+    ("love", "that"): REACT, ("so", "happy"): REACT,
+    ("thank", "you"): HELLO, ("take", "care"): HELLO, ("see", "you"): HELLO, ("talk", "soon"): HELLO,
+    ("catch", "up"): HELLO, ("how", "are"): HELLO,
 }
 _CJK = {
     "urg": re.compile("务必|必须|一定|重要|紧急|记住|千万|截止".encode()),
@@ -268,6 +286,23 @@ def text_stats(contents: Sequence[str]) -> dict[str, np.ndarray]:
     def log(x: np.ndarray) -> np.ndarray:
         return np.log1p(np.minimum(x, _MAX_COUNT))
 
+    # Dialogue cues. A past verb is an irregular one from the list or a word ending in "-ed".
+    ed = is_word & ((ends - starts) >= 3) & (la[np.maximum(ends - 1, 0)] == ord("d")) \
+        & (la[np.maximum(ends - 2, 0)] == ord("e"))
+    past = ((bits & PASTV) > 0) | ed
+    nxt_past, nxt2_past = _shift(past, -1) & same_next, _shift(past, -2) & same_next & _shift(same_next, -1)
+    subj = (bits & SUBJ) > 0
+    past_event = subj & (nxt_past | (((nxt_bits & ADV) > 0) & nxt2_past))
+    my_noun = ((bits & POSS) > 0) & same_next & ~_shift(is_digit, -1)
+    time_words = ((bits & (TIMEW | DAYW | MONTH_FULL)) > 0) | (((bits & LASTNEXT) > 0) & ((nxt_bits & (PERIOD | DAYW)) > 0))
+    words = per_token(is_word) + cjk_chars
+    lower_letter = _range(a, "a", "z")
+    caps_words = mid_caps & _shift(lower_letter, -1)  # a capitalised *word* ("Paris"), not "I" / "I'm"
+    nonspace = ~space & (a != 0)
+    last_ns = np.maximum.accumulate(np.where(nonspace, np.arange(len(a)), -1))[seps[1:] - 1]
+    ends_q = (last_ns > seps[:-1]) & (a[np.maximum(last_ns, 0)] == ord("?"))
+    exclaims = per_record(a == ord("!"))
+
     return {
         "chars_log": np.log1p(np.minimum(chars, 1e6)),
         "tokens_log": np.log1p(np.minimum(tokens, 1e6)),
@@ -282,4 +317,14 @@ def text_stats(contents: Sequence[str]) -> dict[str, np.ndarray]:
         "update_markers_log": log(marker(UPD, "upd")),
         "greeting_only": ((greet >= 1) & (other <= 1) & (greet <= 8)).astype(np.float64),
         "image_caption": (by_regex(_IMAGE) > 0).astype(np.float64),
+        "first_person_rate": np.minimum(marker(FP, "fp") / np.maximum(words, 1.0), 1.0),
+        "past_events_log": log(per_token(past_event)),
+        "my_noun_log": log(per_token(my_noun)),
+        "questions_log": log(question),
+        "ends_question": ends_q.astype(np.float64),
+        "time_words_log": log(per_token(time_words)),
+        "caps_words_log": log(per_record(caps_words)),
+        "greeting_any": (per_token((bits_any & HELLO) > 0) > 0).astype(np.float64),
+        "reaction": (per_token((bits_any & REACT) > 0) > 0).astype(np.float64),
+        "exclaim_rate": np.minimum(exclaims / np.maximum(words, 1.0), 1.0),
     }

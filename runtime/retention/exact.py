@@ -185,7 +185,7 @@ def _core_dp(u: np.ndarray, pre: Presolve, units: Units, core: list[np.ndarray],
             ks[j] = int(choices[j][tc])
             tc -= ks[j]
     x[cand[:t_free]] = True
-    for (f, arg, sub, r), k in zip(profs, ks):
+    for (_f, arg, sub, r), k in zip(profs, ks):
         x[sub.idx[r][sub.bits[arg[k]]]] = True
     return x, Status.OPTIMAL
 

@@ -153,7 +153,7 @@ def build_explanation(p: RetentionProblem, pre: Presolve, r: RetentionResult) ->
     in_rules[pre.imp.ravel()] = True
     in_rules[pre.exc.ravel()] = True
     counts = [int(x[list(q.members)].sum()) if q.members else 0 for q in p.quotas]
-    for k, q in enumerate(p.quotas):
+    for q in p.quotas:
         in_rules[list(q.members)] = True
     loose = free & ~in_rules
     dropped_loose = np.flatnonzero(loose & ~x & (u > 0))

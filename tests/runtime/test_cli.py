@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from runtime.cli import build_parser, main
+from runtime.cli import main
 from runtime.embed import HashEmbedder
 from runtime.store import MemoryStore
 

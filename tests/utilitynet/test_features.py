@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 import utilitynet.redundancy as R
 from runtime.memir import Flag, MemIR, Metadata, Provenance, RoleContext, Usage
 from utilitynet.context import ScoringContext
+from utilitynet.dialog import CONTEXT_NAMES
 from utilitynet.features import (
     FEATURE_NAMES,
     FEATURE_SCHEMA_VERSION,
@@ -32,7 +33,8 @@ D = 16
 COL = {n: i for i, n in enumerate(FEATURE_NAMES)}
 
 # Pinned (version, sha256 of the names). A change of FEATURE_NAMES must come with a version bump.
-KNOWN_SCHEMAS = {"1": "c5da2ad06335ad5388da9eb907efaacdaa90dec986dfd0da2ce65e8e6a59c33c"}
+KNOWN_SCHEMAS = {"1": "c5da2ad06335ad5388da9eb907efaacdaa90dec986dfd0da2ce65e8e6a59c33c",
+                 "2": "6634899e84b8549bc3dff434ed608191b517351203030cb7e9bfdc42b1775c9e"}
 
 
 def rec(content: str = "The flight to Lisbon leaves on Friday", **kw: Any) -> MemIR:
@@ -289,6 +291,22 @@ CASES: list[Case] = _FLAG_CASES + [
         ("image_caption",),
         {"content": "look at this"},
         {"content": "look at this [image: a red bike]"},
+        {},
+        {},
+    ),
+    (("first_person_rate",), {"content": "likes hiking a lot"}, {"content": "I like my hike"}, {}, {}),
+    (("past_events_log",), {"content": "a trip to Rome"}, {"content": "I went to Rome and we visited Pisa"}, {}, {}),
+    (("my_noun_log",), {"content": "the dog is fine"}, {"content": "my dog is fine"}, {}, {}),
+    (("questions_log", "ends_question"), {"content": "the hotel"}, {"content": "the hotel? which one?"}, {}, {}),
+    (("time_words_log",), {"content": "we met Anna"}, {"content": "we met Anna last week, yesterday"}, {}, {}),
+    (("caps_words_log",), {"content": "we met her and I waved"}, {"content": "we met Anna and I waved"}, {}, {}),
+    (("greeting_any",), {"content": "the passport"}, {"content": "hey, the passport"}, {}, {}),
+    (("reaction",), {"content": "the passport"}, {"content": "wow, the passport"}, {}, {}),
+    (("exclaim_rate",), {"content": "the passport"}, {"content": "the passport!!"}, {}, {}),
+    (
+        tuple(f"ctx_{n}" for n in CONTEXT_NAMES) + ("ctx_present",),
+        {},
+        {"md": {"attributes": {f"ctx.{n}": 0.5 for n in CONTEXT_NAMES}}},
         {},
         {},
     ),

@@ -37,7 +37,7 @@ from utilitynet.features import spec_for
 from . import fit as fit_stage
 from .agent import run_episode
 from .config import TrainConfig, load_preset
-from .dataset import RowBatch, load_rounds, round_dir, to_numpy, write_round
+from .dataset import RowBatch, decision_groups, load_rounds, round_dir, to_numpy, write_round
 from .embedcache import CachedEmbedder
 from .evaluate_sim import evaluate_policies, leakage_check
 from .label import OracleScorer, counterfactual_agreement, label_decisions
@@ -138,7 +138,8 @@ def run_round(r: int, cfg: TrainConfig, emb: CachedEmbedder, train_eps: list[Epi
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
-    fitted = fit_stage.run(cfg.fit, X, y, w, groups, spec=spec, out_dir=out / "lightning")
+    fitted = fit_stage.run(cfg.fit, X, y, w, groups, spec=spec, out_dir=out / "lightning",
+                           rank_groups=decision_groups(ds) if cfg.fit.rank_weight > 0 else None)
     shutil.copy(fitted.checkpoint_path, out / "model.ckpt")
     onnx_path = export_onnx(fitted.model, spec, out / "utilitynet.onnx", metadata={
         "round": r, "val_loss": fitted.best_val_loss, "rows": int(len(y)), "git_commit": git_commit()})

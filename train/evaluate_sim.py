@@ -16,7 +16,7 @@ from runtime.store import MemoryStore, StoreConfig
 from .agent import AgentConfig, EpisodeRun, run_episode
 from .simulate import Episode
 
-__all__ = ["evaluate_policies", "summarize_runs", "leakage_check", "PolicyFactory"]
+__all__ = ["evaluate_policies", "summarize_runs", "leakage_check", "multi_user_episodes", "PolicyFactory"]
 
 PolicyFactory = Callable[[Episode], Scorer]
 
@@ -78,11 +78,22 @@ def evaluate_policies(episodes: Sequence[Episode], policies: Mapping[str, Policy
     return rows
 
 
-def leakage_check(episodes: Sequence[Episode], embedder: Embedder, k: int = 5) -> dict[str, Any]:
+def multi_user_episodes(n: int = 4, seed: int = 2000) -> list[Episode]:
+    """Eval-split episodes of the multi-user family (customer support with 2–4 users)."""
+    from .simulate import SimConfig, generate
+    cfg = SimConfig(n_episodes=n, split="eval", eval_families="all", families=("customer_support",),
+                    held_out_families=(), seed=seed, min_events=100, max_events=250)
+    return generate(cfg)
+
+
+def leakage_check(episodes: Sequence[Episode] | None, embedder: Embedder, k: int = 5) -> dict[str, Any]:
     """Cross-user leakage with typed scopes (one per user) vs. one pooled, unfiltered index.
 
-    Only multi-user episodes count. Returns the share of recalled hits that belong to another user.
+    Only multi-user episodes count (``None``: :func:`multi_user_episodes`). Returns the share of
+    recalled hits that belong to another user, with the typed store (must be 0) and without it.
     """
+    if episodes is None or not any(len(ep.user_ids) > 1 for ep in episodes):
+        episodes = multi_user_episodes()
     out = {"episodes": 0, "hits_on": 0, "leaks_on": 0, "hits_off": 0, "leaks_off": 0}
     for ep in episodes:
         if len(ep.user_ids) < 2:

@@ -206,6 +206,7 @@ def plot_rounds(rounds: list[dict[str, Any]], path: Path) -> None:
             series.setdefault((row["policy"], row["capacity"]), []).append(row["success"])
     for (pol, cap), ys in sorted(series.items()):
         ax.plot(range(len(ys)), ys, marker="o", label=f"{pol} @ {cap:.0%}")
+    ax.set_xticks(range(len(rounds)))
     ax.set_xlabel("round")
     ax.set_ylabel("question success (held-out families)")
     ax.legend(fontsize=7)

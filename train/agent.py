@@ -34,7 +34,7 @@ from utilitynet.features import featurize
 
 from .simulate import Episode, Event, Question
 
-__all__ = ["AgentConfig", "Decision", "EpisodeRun", "QuestionOutcome", "run_episode", "user_capacity"]
+__all__ = ["AgentConfig", "RecordingScorer", "Decision", "EpisodeRun", "QuestionOutcome", "run_episode", "user_capacity"]
 
 
 @dataclass(frozen=True)
@@ -112,8 +112,8 @@ def user_capacity(ep: Episode, cfg: AgentConfig) -> dict[str, int]:
     return {u: max(cfg.min_capacity, round(cfg.capacity_frac * n)) for u, n in counts.items()}
 
 
-class _Recorder:
-    """Wraps a scorer; keeps the features of every call so decisions can be labelled later."""
+class RecordingScorer:
+    """Wraps a scorer; keeps the ids and features of its last call so decisions can be labelled later."""
 
     def __init__(self, inner: Scorer, record: bool) -> None:
         self.inner, self.record = inner, record
@@ -156,7 +156,7 @@ def run_episode(ep: Episode, scorer: Scorer, embedder: Embedder, cfg: AgentConfi
     caps = user_capacity(ep, cfg)
     step_box = [0]
     inner: Any = _Forced(scorer, force_keep, force_drop, step_box) if (force_keep or force_drop) else scorer
-    rec = _Recorder(inner, record)
+    rec = RecordingScorer(inner, record)
     run = EpisodeRun(ep.episode_id, scorer.name, [])
     goal_vec = np.asarray(embedder.encode([ep.goal])[0], np.float32)
     recent: dict[str, list[np.ndarray]] = {}

@@ -36,8 +36,8 @@ from runtime.memir import MemIR
 from runtime.scoring import Scorer
 from runtime.store import MemoryStore, StoreConfig
 from utilitynet.context import ScoringContext
-from utilitynet.features import featurize
 
+from .agent import RecordingScorer
 from .locomo import RECALL_CATEGORIES, Conversation, capacity_for, evidence_counts, parse_session_datetime
 
 __all__ = ["ConversationDecision", "ConversationRun", "LocomoOracle", "memory_id", "recall_questions", "replay_conversation",
@@ -144,23 +144,6 @@ class LocomoOracle:
         return np.array([float(self._counts.get(r.id, 0)) for r in records]) + floor
 
 
-class _Recorder:
-    """Wraps a scorer and keeps what it saw at each call (ids + features) for labelling."""
-
-    def __init__(self, inner: Scorer, record: bool) -> None:
-        self.inner, self.record = inner, record
-        self.last: tuple[list[str], np.ndarray] | None = None
-
-    @property
-    def name(self) -> str:
-        return self.inner.name
-
-    def score(self, records: Sequence[MemIR], embeddings: np.ndarray, ctx: ScoringContext) -> np.ndarray:
-        if self.record:
-            self.last = ([r.id for r in records], featurize(records, embeddings, ctx))
-        return self.inner.score(records, embeddings, ctx)
-
-
 def _session_start(date_text: str, index: int) -> datetime:
     dt = parse_session_datetime(date_text) if date_text else None
     return dt.replace(tzinfo=UTC) if dt is not None else _FALLBACK_START + timedelta(days=index)
@@ -197,7 +180,7 @@ def replay_conversation(conv: Conversation, scorer: Scorer, embedder: Embedder, 
     if vecs.shape[0] != len(turns):
         raise ValueError(f"turn_vectors has {vecs.shape[0]} rows for {len(turns)} turns")
     to_dia = {memory_id(t.dia_id): t.dia_id for t in turns}
-    rec = _Recorder(scorer, record)
+    rec = RecordingScorer(scorer, record)
     decisions: list[ConversationDecision] = []
     # Redaction off: the benchmark measures retention of the dialogue as spoken; redaction would
     # rewrite some turns (names, dates) and make the stored text differ from what was embedded.

@@ -12,11 +12,40 @@ Example:
     >>> print(format_context(me.recall("seat preference", k=3)))      # doctest: +SKIP
 """
 
-from .errors import MemirError
-from .memir import DialogRole, Flag, MemIR, Metadata, Provenance, RoleContext, Sensitivity, SourceType, Usage
-from .retrieval import Hit, ScoreBreakdown, format_context
-from .scope import Scope
-from .store import MemoryStore, StoreConfig
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+# Public names resolve lazily (PEP 562): `import runtime` costs almost nothing, and each name pulls
+# in only its own module on first use — an agent that only needs the scorer never builds the
+# store's pydantic models. Static type checkers see the real imports below.
+_EXPORTS = {
+    "MemoryStore": ".store", "StoreConfig": ".store", "Scope": ".scope",
+    "MemIR": ".memir", "Provenance": ".memir", "RoleContext": ".memir", "Metadata": ".memir",
+    "Usage": ".memir", "SourceType": ".memir", "DialogRole": ".memir", "Sensitivity": ".memir",
+    "Flag": ".memir", "Hit": ".retrieval", "ScoreBreakdown": ".retrieval", "format_context": ".retrieval",
+    "MemirError": ".errors",
+}
+
+if TYPE_CHECKING:
+    from .errors import MemirError
+    from .memir import DialogRole, Flag, MemIR, Metadata, Provenance, RoleContext, Sensitivity, SourceType, Usage
+    from .retrieval import Hit, ScoreBreakdown, format_context
+    from .scope import Scope
+    from .store import MemoryStore, StoreConfig
+
+
+def __getattr__(name: str) -> Any:
+    mod = _EXPORTS.get(name)
+    if mod is None:
+        raise AttributeError(f"module 'runtime' has no attribute {name!r}")
+    value = getattr(import_module(mod, __name__), name)
+    globals()[name] = value  # resolve once
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))
+
 
 __all__ = [
     "MemoryStore",

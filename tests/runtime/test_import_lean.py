@@ -22,6 +22,7 @@ PROBE = """
 import json, sys, time
 t = time.perf_counter()
 import {modules}
+{use}
 dt = time.perf_counter() - t
 forbidden = {forbidden!r}
 loaded = sorted(m for m in sys.modules if m.split(".")[0] in forbidden)
@@ -29,10 +30,31 @@ print(json.dumps({{"seconds": dt, "loaded": loaded}}))
 """
 
 
-@pytest.mark.parametrize("modules", ["runtime", ("runtime, runtime.scope, runtime.store, runtime.retrieval, "
-                                                 "runtime.filters, runtime.vectors, runtime.records")])
-def test_import_runtime_leaves_the_training_stack_out(modules: str) -> None:
-    code = PROBE.format(modules=modules, forbidden=FORBIDDEN)
+# What a production agent does: every public name, a store, writes, recall, a retention decision
+# with the shipped ONNX scorer (runtime.__init__ resolves names lazily, so `import runtime` alone
+# would prove little).
+USE = """
+for name in runtime.__all__:
+    getattr(runtime, name)
+from runtime.embed import HashEmbedder
+from runtime.scorer import UtilityScorer, FakeScorer
+import runtime.retain, runtime.retention, runtime.rules, runtime.redact, runtime.assemble, runtime.batch
+with runtime.MemoryStore.open(":memory:", embedder=HashEmbedder(64)) as store:
+    s = store.scope(user_id="u1")
+    s.write_many([f"note {{i}} about the launch" for i in range(20)])
+    s.recall("launch", k=3)
+    s.retain(capacity=5, scorer=FakeScorer())
+"""
+
+
+@pytest.mark.parametrize(("modules", "use"), [
+    ("runtime", ""),
+    ("runtime, runtime.scope, runtime.store, runtime.retrieval, runtime.filters, runtime.vectors, runtime.records",
+     ""),
+    ("runtime", USE),
+])
+def test_import_runtime_leaves_the_training_stack_out(modules: str, use: str) -> None:
+    code = PROBE.format(modules=modules, use=use, forbidden=FORBIDDEN)
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
                          check=False)
     assert out.returncode == 0, out.stderr
@@ -43,7 +65,7 @@ def test_import_runtime_leaves_the_training_stack_out(modules: str) -> None:
 
 def test_the_probe_would_notice_a_heavy_import() -> None:
     """Positive control: the same probe reports a forbidden module when one is imported."""
-    code = PROBE.format(modules="runtime", forbidden=["sqlite3"])  # runtime.store does import sqlite3
+    code = PROBE.format(modules="runtime", use="runtime.MemoryStore", forbidden=["sqlite3"])  # store imports sqlite3
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
                          check=False)
     assert out.returncode == 0, out.stderr

@@ -11,7 +11,7 @@ import argparse
 import json
 import tempfile
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +19,7 @@ import numpy as np
 
 def make_dump(path: Path, n: int, dim: int, with_embeddings: bool, seed: int = 0) -> None:
     rng = np.random.default_rng(seed)
-    t0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
     topics = ["budget", "deadline", "hotel", "flight", "invoice", "meeting", "refund", "password reset"]
     with open(path, "w", encoding="utf-8") as fh:
         for i in range(n):

@@ -76,17 +76,27 @@ def _error_text(e: Exception) -> str:
     return str(e)
 
 
+def _loads() -> Any:
+    """orjson when installed (~8x faster on float-heavy lines), else the standard library."""
+    try:
+        import orjson
+        return orjson.loads, (orjson.JSONDecodeError, json.JSONDecodeError)
+    except ImportError:
+        return json.loads, (json.JSONDecodeError,)
+
+
 def _parse(obj: Any) -> tuple[MemIR, np.ndarray | None]:
     if not isinstance(obj, dict):
         raise ValidationError("each line must be a JSON object (a MemIR record)", field="<line>")
-    obj = dict(obj)
     emb = obj.pop("embedding", None)
     obj.pop("encoder_id", None)
     rec = MemIR.model_validate(obj)
     vec = None
     if emb is not None:
         vec = np.asarray(emb, dtype=np.float32)
-        if vec.ndim != 1 or not np.all(np.isfinite(vec)) or not np.any(vec):
+        # one reduction instead of isfinite+any: a NaN/inf makes the sum non-finite, all-zero makes it 0
+        s = float(np.abs(vec).sum()) if vec.ndim == 1 else float("nan")
+        if not (s > 0.0 and math.isfinite(s)):
             raise ValidationError("embedding must be a non-zero finite vector", field="embedding")
     return rec, vec
 
@@ -112,14 +122,15 @@ def iter_dump(path: str | Path, batch_size: int = 8192) -> Iterator[tuple[int, A
                 except (PydanticValidationError, ValidationError, ValueError, TypeError) as e:
                     yield line, row, e
         return
-    with open(p, encoding="utf-8") as fh:
-        for line, text in enumerate(fh, 1):
-            if not text.strip():
+    loads, decode_errors = _loads()
+    with open(p, "rb") as fh:
+        for line, raw in enumerate(fh, 1):
+            if not raw.strip():
                 continue
             try:
-                yield line, _parse(json.loads(text)), None
-            except (json.JSONDecodeError, PydanticValidationError, ValidationError, ValueError, TypeError) as e:
-                yield line, text.rstrip("\n"), e
+                yield line, _parse(loads(raw)), None
+            except (*decode_errors, PydanticValidationError, ValidationError, ValueError, TypeError) as e:
+                yield line, raw.decode("utf-8", errors="replace").rstrip("\n"), e
 
 
 def score_dump(dump: str | Path, out: str | Path, cfg: ScoreConfig = ScoreConfig(), *,

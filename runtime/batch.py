@@ -30,7 +30,7 @@ from utilitynet.context import ScoringContext
 from .errors import MissingDependencyError, ValidationError
 from .memir import MemIR, utcnow
 
-__all__ = ["ScoreConfig", "score_dump", "iter_dump"]
+__all__ = ["ScoreConfig", "score_dump", "iter_dump", "write_parquet_dump"]
 
 
 @dataclass(frozen=True)
@@ -110,16 +110,27 @@ def iter_dump(path: str | Path, batch_size: int = 8192) -> Iterator[tuple[int, A
         except ImportError as e:
             raise MissingDependencyError("reading Parquet dumps needs `datasets`: pip install 'memir[train]'") from e
         ds = datasets.Dataset.from_parquet(str(p))
+        loads, decode_errors = _loads()
         line = 0
-        for batch in ds.iter(batch_size=batch_size):
+        # Layout written by `Scope.snapshot("x.parquet")` / `write_parquet_dump`: a `record` column of
+        # MemIR JSON, plus `embedding` (list<float32>) and `encoder_id`. Rows whose columns are the
+        # MemIR fields themselves (nested structs) are accepted too.
+        for batch in ds.with_format("numpy", columns=["embedding"], output_all_columns=True).iter(
+                batch_size=batch_size) if "embedding" in ds.column_names else ds.iter(batch_size=batch_size):
             keys = list(batch)
             for i in range(len(batch[keys[0]]) if keys else 0):
                 line += 1
                 row = {k: batch[k][i] for k in keys}
-                row = {k: v for k, v in row.items() if v is not None or k in ("embedding",)}
                 try:
+                    if "record" in row:
+                        body = loads(row["record"])
+                        if row.get("embedding") is not None:
+                            body["embedding"] = row["embedding"]
+                        row = body
+                    else:
+                        row = {k: v for k, v in row.items() if v is not None}
                     yield line, _parse(row), None
-                except (PydanticValidationError, ValidationError, ValueError, TypeError) as e:
+                except (*decode_errors, PydanticValidationError, ValidationError, ValueError, TypeError) as e:
                     yield line, row, e
         return
     loads, decode_errors = _loads()
@@ -131,6 +142,24 @@ def iter_dump(path: str | Path, batch_size: int = 8192) -> Iterator[tuple[int, A
                 yield line, _parse(loads(raw)), None
             except (*decode_errors, PydanticValidationError, ValidationError, ValueError, TypeError) as e:
                 yield line, raw.decode("utf-8", errors="replace").rstrip("\n"), e
+
+
+def write_parquet_dump(rows: list[tuple[MemIR, np.ndarray | None]], encoder_id: str, path: str | Path) -> int:
+    """Write records (+ vectors) as a Parquet dump: ``record`` (MemIR JSON), ``embedding``
+    (list<float32>, null when absent) and ``encoder_id`` — the layout ``memir score`` reads."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.table({
+        "record": pa.array([r.model_dump_json() for r, _ in rows], type=pa.string()),
+        "embedding": pa.array([None if v is None else np.asarray(v, np.float32) for _, v in rows],
+                              type=pa.list_(pa.float32())),
+        "encoder_id": pa.array([encoder_id] * len(rows), type=pa.string()),
+    })
+    tmp = Path(str(path) + ".tmp")
+    pq.write_table(table, tmp)
+    tmp.replace(path)
+    return len(rows)
 
 
 def score_dump(dump: str | Path, out: str | Path, cfg: ScoreConfig = ScoreConfig(), *,

@@ -408,7 +408,12 @@ class Scope:
 
     def snapshot(self, path: str | Path) -> int:
         """Write the scope's whole state as JSONL (one MemIR per line, plus ``embedding`` and
-        ``encoder_id`` keys) — the dump format ``memir score`` reads. Returns the record count."""
+        ``encoder_id`` keys), or as Parquet when ``path`` ends in ``.parquet`` — the dump formats
+        ``memir score`` reads. Returns the record count."""
+        if str(path).endswith(".parquet"):
+            from .batch import write_parquet_dump
+            recs, vecs, _ = self.list_with_vectors(tier="any", include_expired=True)
+            return write_parquet_dump(list(zip(recs, vecs)), self._store.embedder.encoder_id, path)
         tmp = Path(str(path) + ".tmp")
         with open(tmp, "w", encoding="utf-8") as fh:
             n = self._write_snapshot(fh)

@@ -110,3 +110,31 @@ def test_score_quarantines_bad_records_and_loses_nothing(db: Path, tmp_path: Pat
     core = [r for r in by_user["u42"] if r["reason"] == "must_keep"]
     assert len(core) == 1 and core[0]["keep"]
     assert all(np.isfinite(r["utility"]) for r in rows)
+
+
+def test_score_reads_parquet_dumps(db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    pytest.importorskip("datasets")
+    model = _tiny_model(tmp_path)
+    dump = tmp_path / "dump.jsonl"
+    with MemoryStore.open(db, embedder=HashEmbedder(64)) as store:
+        n = store.admin_export(dump)
+    rows = [json.loads(x) for x in dump.read_text().splitlines()]
+    rows.append({**rows[0], "id": "bad", "content": ""})         # invalid: empty content
+    # the layout Scope.snapshot("x.parquet") writes: MemIR JSON + a float32 list column
+    pq.write_table(pa.table({
+        "record": [json.dumps({k: v for k, v in r.items() if k not in ("embedding", "encoder_id")}) for r in rows],
+        "embedding": pa.array([r["embedding"] for r in rows], type=pa.list_(pa.float32())),
+        "encoder_id": [r["encoder_id"] for r in rows]}), tmp_path / "dump.parquet")
+    out = tmp_path / "scored.jsonl"
+    assert main(["score", str(tmp_path / "dump.parquet"), "-o", str(out), "--capacity", "4",
+                 "--model", str(model), "--encoder", "hash", "--quiet"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["valid"] == n and report["quarantined"] == 1 and report["embedded"] == 0
+    scored = [json.loads(x) for x in out.read_text().splitlines()]
+    assert {r["id"] for r in scored} == {r["id"] for r in rows[:-1]}
+    assert sum(r["keep"] for r in scored if r["user_id"] == "u42") == 4
+    with MemoryStore.open(db, embedder=HashEmbedder(64)) as store:    # snapshot writes the same layout
+        assert store.scope(user_id="u42").snapshot(tmp_path / "u42.parquet") == 21
+    assert pq.read_table(tmp_path / "u42.parquet").num_rows == 21

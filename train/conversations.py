@@ -12,7 +12,7 @@ After each session: :func:`runtime.consolidate.annotate_session` stores the sess
 records, then, if more than ``K = round(p × N)`` turns are held, ``scope.retain(capacity=K,
 forgotten="archive")`` runs the policy under test. Archived turns are never reconsidered (retention
 reads the working tier only), so forgotten turns never come back. At the end it reports evidence
-recall (categories 1–4) overall and by category, exactly as :func:`train.locomo.evaluate_retention`
+recall (categories 1–4) overall and by category, exactly as :func:`train.locomo_protocol.evaluate_retention`
 defines it, and retrieval recall@k: for each question, whether any of its evidence turns is in the
 top-k of ``scope.recall(question)`` over the kept memories.
 
@@ -38,7 +38,8 @@ from runtime.store import MemoryStore, StoreConfig
 from utilitynet.context import ScoringContext
 
 from .agent import RecordingScorer
-from .locomo import RECALL_CATEGORIES, Conversation, capacity_for, evidence_counts, parse_session_datetime
+from .locomo import RECALL_CATEGORIES, Conversation, parse_session_datetime
+from .locomo_protocol import capacity_for, evidence_counts
 
 __all__ = ["ConversationDecision", "ConversationRun", "LocomoOracle", "memory_id", "recall_questions", "replay_conversation",
            "turn_texts"]
@@ -129,7 +130,7 @@ class LocomoOracle:
     """Hindsight oracle for one conversation: utility = number of recall pairs citing the turn.
 
     Turns no question cites get a tiny positive floor that grows with write order (ties keep the
-    later turn, like :func:`train.locomo.oracle_scorer`). Never use it outside evaluation.
+    later turn, like :func:`train.locomo_protocol.oracle_scorer`). Never use it outside evaluation.
     """
 
     name = "oracle"

@@ -28,7 +28,8 @@ from runtime.scoring import Scorer
 
 from .conversations import ConversationRun, LocomoOracle, recall_questions, replay_conversation, turn_texts
 from .dataset import RowBatch
-from .locomo import Conversation, evidence_counts, load_locomo
+from .locomo import Conversation, load_locomo
+from .locomo_protocol import evidence_counts
 
 __all__ = ["COLLECT_POLICIES", "add_conversation_rows", "add_locomo_rows", "conversation_vectors"]
 

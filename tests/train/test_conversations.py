@@ -15,7 +15,8 @@ from runtime.memir import MemIR
 from runtime.policies import LongestScorer, RecencyScorer
 from train.conversations import LocomoOracle, memory_id, replay_conversation
 from train.dataset import RowBatch
-from train.locomo import evaluate_retention, oracle_scorer, parse_locomo
+from train.locomo import parse_locomo
+from train.locomo_protocol import evaluate_retention, oracle_scorer
 from train.locomo_rows import add_conversation_rows
 from utilitynet.context import ScoringContext
 from utilitynet.features import spec_for

@@ -11,18 +11,15 @@ import numpy as np
 import pytest
 
 from runtime.errors import ValidationError
-from train.locomo import (
+from train.locomo import load_locomo, parse_locomo, parse_session_datetime, repair_evidence_id
+from train.locomo_protocol import (
     Decision,
     capacity_for,
     evaluate_retention,
     evidence_counts,
-    load_locomo,
     longest_scorer,
     oracle_scorer,
-    parse_locomo,
-    parse_session_datetime,
     recency_scorer,
-    repair_evidence_id,
 )
 
 DEV = Path(__file__).resolve().parents[3] / "shared" / "data" / "locomo" / "locomo-dev.json"

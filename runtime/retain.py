@@ -172,16 +172,26 @@ def retain(scope: "Scope", *, capacity: int | CapacityFn | None, scorer: Scorer 
     archived: list[str] = []
     deleted: list[str] = []
     redacted: list[str] = []
-    if apply:
+    if not apply:
+        return RetentionDecision(
+            decision_id=decision_id, at=now, kept=kept_ids, archived=[], deleted=[], redacted=[],
+            objective=float(result.objective), method=str(result.method), status=str(result.status),
+            solve_ms=solve_ms, total_ms=(time.perf_counter() - t0) * 1000, capacity=k, explanation=expl,
+            items=items)
+    store = scope._store
+    # One transaction for the whole decision: new candidates, archive/delete, and the decision
+    # record land together or not at all (a crash never leaves half a decision applied).
+    with store._lock, store._tx():
         archived, deleted, redacted = _apply(scope, recs, prepared, n_existing, keep, compiled.must_forget,
                                              items, forgotten)
-    total_ms = (time.perf_counter() - t0) * 1000
-    decision = RetentionDecision(
-        decision_id=decision_id, at=now, kept=kept_ids, archived=archived, deleted=deleted, redacted=redacted,
-        objective=float(result.objective), method=str(result.method), status=str(result.status),
-        solve_ms=solve_ms, total_ms=total_ms, capacity=k, explanation=expl, items=items)
-    if apply:
+        decision = RetentionDecision(
+            decision_id=decision_id, at=now, kept=kept_ids, archived=archived, deleted=deleted, redacted=redacted,
+            objective=float(result.objective), method=str(result.method), status=str(result.status),
+            solve_ms=solve_ms, total_ms=(time.perf_counter() - t0) * 1000, capacity=k, explanation=expl,
+            items=items)
         _record(scope, decision, scorer.name, _digest(recs, utility, k), trigger, len(recs))
+    if (deleted or redacted) and store.path != ":memory:":
+        store._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # old page images leave the WAL too
     return decision
 
 
@@ -227,9 +237,6 @@ def _apply(scope: "Scope", recs: list[MemIR], prepared: list[tuple[MemIR, Any]],
                 conn.execute(f"UPDATE memories SET tier = 'archive', utility = ?, retention_reason = ? "
                              f"WHERE {t} AND id = ?", (items[rid]["utility"], items[rid]["reason"], *tp, rid))
                 archived.append(rid)
-    if deleted or redacted:
-        if store.path != ":memory:":
-            store._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     return archived, deleted, redacted
 
 

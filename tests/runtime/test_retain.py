@@ -179,3 +179,21 @@ def test_empty_ruleset_and_isolation_of_decisions(tmp_path: Path) -> None:
         d = a.retain(capacity=1, scorer=FakeScorer(default=0.5), rules=RuleSet())
         assert set(d.items) == {r.id for r in ra}        # b's memory was never even scored
         assert b.decisions() == [] and len(b.list()) == 1
+
+
+def test_a_failing_decision_applies_nothing(scope, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Candidates, archiving and the decision record are one transaction."""
+    import runtime.retain as rt
+
+    for i in range(5):
+        scope.write(f"note {i}")
+    before = {(r.id, r.content) for r in scope.list(tier="any")}
+
+    def boom(*a, **k):  # type: ignore[no-untyped-def]
+        raise RuntimeError("disk full while recording the decision")
+
+    monkeypatch.setattr(rt, "_record", boom)
+    with pytest.raises(RuntimeError):
+        scope.retain(capacity=2, scorer=FakeScorer(default=0.5), candidates=["a new candidate"])
+    assert {(r.id, r.content) for r in scope.list(tier="any")} == before  # nothing archived, nothing added
+    assert len(scope.list()) == 5 and scope.decisions() == []

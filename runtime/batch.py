@@ -30,7 +30,7 @@ from utilitynet.context import ScoringContext
 from .errors import MissingDependencyError, ValidationError
 from .memir import MemIR, utcnow
 
-__all__ = ["ScoreConfig", "score_dump", "iter_dump", "write_parquet_dump"]
+__all__ = ["ScoreConfig", "score_dump", "iter_dump", "write_dump", "write_jsonl_lines", "write_parquet_dump"]
 
 
 @dataclass(frozen=True)
@@ -142,6 +142,28 @@ def iter_dump(path: str | Path, batch_size: int = 8192) -> Iterator[tuple[int, A
                 yield line, _parse(loads(raw)), None
             except (*decode_errors, PydanticValidationError, ValidationError, ValueError, TypeError) as e:
                 yield line, raw.decode("utf-8", errors="replace").rstrip("\n"), e
+
+
+def write_jsonl_lines(fh: Any, rows: list[tuple[MemIR, np.ndarray | None]], encoder_id: str) -> int:
+    """One JSON line per record: the MemIR fields plus ``embedding`` and ``encoder_id``."""
+    for r, v in rows:
+        line = r.model_dump(mode="json")
+        if v is not None:
+            line["embedding"] = [float(x) for x in v]
+            line["encoder_id"] = encoder_id
+        fh.write(json.dumps(line, separators=(",", ":"), ensure_ascii=False) + "\n")
+    return len(rows)
+
+
+def write_dump(rows: list[tuple[MemIR, np.ndarray | None]], encoder_id: str, path: str | Path) -> int:
+    """Write a dump as Parquet (``.parquet``) or JSONL (anything else), atomically."""
+    if str(path).endswith(".parquet"):
+        return write_parquet_dump(rows, encoder_id, path)
+    tmp = Path(str(path) + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        n = write_jsonl_lines(fh, rows, encoder_id)
+    tmp.replace(path)
+    return n
 
 
 def write_parquet_dump(rows: list[tuple[MemIR, np.ndarray | None]], encoder_id: str, path: str | Path) -> int:

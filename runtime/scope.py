@@ -397,26 +397,14 @@ class Scope:
 
     # ------------------------------------------------------------------ export
     def _write_snapshot(self, fh: IO[str]) -> int:
+        from .batch import write_jsonl_lines
         recs, vecs, _ = self.list_with_vectors(tier="any", include_expired=True)
-        enc = self._store.embedder.encoder_id
-        for r, v in zip(recs, vecs):
-            line = r.model_dump(mode="json")
-            line["embedding"] = [float(x) for x in v]
-            line["encoder_id"] = enc
-            fh.write(json.dumps(line, separators=(",", ":"), ensure_ascii=False) + "\n")
-        return len(recs)
+        return write_jsonl_lines(fh, list(zip(recs, vecs)), self._store.embedder.encoder_id)
 
     def snapshot(self, path: str | Path) -> int:
         """Write the scope's whole state as JSONL (one MemIR per line, plus ``embedding`` and
         ``encoder_id`` keys), or as Parquet when ``path`` ends in ``.parquet`` — the dump formats
-        ``memir score`` reads. Returns the record count."""
-        if str(path).endswith(".parquet"):
-            from .batch import write_parquet_dump
-            recs, vecs, _ = self.list_with_vectors(tier="any", include_expired=True)
-            return write_parquet_dump(list(zip(recs, vecs)), self._store.embedder.encoder_id, path)
-        tmp = Path(str(path) + ".tmp")
-        with open(tmp, "w", encoding="utf-8") as fh:
-            n = self._write_snapshot(fh)
-        tmp.replace(path)
-        return n
-
+        ``memir score`` reads. Written to a temporary file and renamed. Returns the record count."""
+        from .batch import write_dump
+        recs, vecs, _ = self.list_with_vectors(tier="any", include_expired=True)
+        return write_dump(list(zip(recs, vecs)), self._store.embedder.encoder_id, path)

@@ -143,3 +143,25 @@ def memir_records(draw: st.DrawFn, user_id: str | None = None, agent_id: str | N
     rec_id = draw(ids.filter(lambda i: i not in prov.derived_from))
     return MemIR(id=rec_id, content=draw(contents), created_at=draw(datetimes), provenance=prov,
                  role_context=role, metadata=meta, usage=usage)
+
+
+WORDS = ["must", "flight", "Lisbon", "Friday", "budget", "400", "thanks", "Ana", "hotel", "moved", "ASAP",
+         "review", "10:30", "my", "you"]
+
+
+def word_records(rng: np.random.Generator, n: int, now: datetime, *, flag: Flag, flag_every: int,
+                 random_confidence: bool = False) -> list[MemIR]:
+    """``n`` short records from a fixed vocabulary (realistic text for featurize/scorer tests).
+
+    Draw order per record: words, length, age, then (optionally) confidence — so a seed gives the
+    same records wherever the helper is used.
+    """
+    out = []
+    for i in range(n):
+        content = " ".join(rng.choice(WORDS, int(rng.integers(1, 12))))
+        created = now - timedelta(hours=float(rng.uniform(0, 500)))
+        md = Metadata(flags=[flag] if i % flag_every == 0 else [])
+        if random_confidence:
+            md = Metadata(confidence=float(rng.uniform()), flags=md.flags)
+        out.append(MemIR(content=content, created_at=created, provenance=Provenance(user_id="u"), metadata=md))
+    return out

@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -16,9 +16,10 @@ import pytest
 import torch
 
 from runtime.errors import EncoderMismatchError, ModelNotFoundError, SchemaMismatchError, VectorError
-from runtime.memir import Flag, MemIR, Metadata, Provenance
+from runtime.memir import Flag, MemIR
 from runtime.scorer import MODEL_ENV, FakeScorer, UtilityScorer, default_model_path
 from runtime.scoring import Scorer
+from tests.conftest import word_records  # noqa: E402
 from utilitynet.context import ScoringContext
 from utilitynet.export import export_onnx
 from utilitynet.features import featurize, spec_for
@@ -32,32 +33,7 @@ SPEC = spec_for(D, "hash-16-s0")
 
 def records(n: int, seed: int = 0) -> tuple[list[MemIR], np.ndarray, ScoringContext]:
     rng = np.random.default_rng(seed)
-    words = [
-        "must",
-        "flight",
-        "Lisbon",
-        "Friday",
-        "budget",
-        "400",
-        "thanks",
-        "Ana",
-        "hotel",
-        "moved",
-        "ASAP",
-        "review",
-        "10:30",
-        "my",
-        "you",
-    ]
-    recs = [
-        MemIR(
-            content=" ".join(rng.choice(words, int(rng.integers(1, 12)))),
-            created_at=NOW - timedelta(hours=float(rng.uniform(0, 500))),
-            provenance=Provenance(user_id="u"),
-            metadata=Metadata(flags=[Flag.urgent] if i % 3 == 0 else []),
-        )
-        for i in range(n)
-    ]
+    recs = word_records(rng, n, NOW, flag=Flag.urgent, flag_every=3)
     E = rng.standard_normal((n, D)).astype(np.float32)
     return recs, E, ScoringContext(now=NOW, step=n, record_steps=np.arange(n), recent_embedding=E[-1])
 

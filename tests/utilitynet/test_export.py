@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +12,8 @@ import onnxruntime as ort
 import pytest
 import torch
 
-from runtime.memir import Flag, MemIR, Metadata, Provenance
+from runtime.memir import Flag
+from tests.conftest import word_records  # noqa: E402
 from utilitynet.context import ScoringContext
 from utilitynet.export import ParityError, check_parity, export_onnx, read_metadata
 from utilitynet.features import FEATURE_SCHEMA_VERSION, MODEL_INPUT, MODEL_OUTPUT, featurize, spec_for
@@ -26,34 +27,7 @@ SPEC = spec_for(D, "hash-24-s0")
 def random_features(n: int, seed: int = 0) -> np.ndarray:
     """featurize() rows of n random-ish records (realistic inputs, not Gaussian noise)."""
     rng = np.random.default_rng(seed)
-    words = [
-        "must",
-        "flight",
-        "Lisbon",
-        "Friday",
-        "budget",
-        "400",
-        "thanks",
-        "Ana",
-        "hotel",
-        "moved",
-        "ASAP",
-        "review",
-        "10:30",
-        "my",
-        "you",
-    ]
-    recs = [
-        MemIR(
-            content=" ".join(rng.choice(words, int(rng.integers(1, 12)))),
-            created_at=NOW - timedelta(hours=float(rng.uniform(0, 500))),
-            provenance=Provenance(user_id="u"),
-            metadata=Metadata(
-                confidence=float(rng.uniform()), flags=[Flag.core_instruction] if i % 4 == 0 else []
-            ),
-        )
-        for i in range(n)
-    ]
+    recs = word_records(rng, n, NOW, flag=Flag.core_instruction, flag_every=4, random_confidence=True)
     E = rng.standard_normal((n, D)).astype(np.float32)
     return featurize(recs, E, ScoringContext(now=NOW, step=n, record_steps=np.arange(n), goal_embedding=E[0]))
 

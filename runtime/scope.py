@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import builtins
 import json
-import logging
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -32,7 +31,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Scope", "ForgetReport"]
 
-log = logging.getLogger("memir.recall")
 
 _READ_COLS = READ_COLS
 

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 from pydantic import BaseModel
 from pydantic import ValidationError as PydanticValidationError
 
-from .errors import ValidationError
+from .errors import ValidationError, VectorError
 from .memir import MemIR, Metadata, Provenance, RoleContext, Usage
 
-__all__ = ["build_record", "WRITE_FIELDS"]
+__all__ = ["build_record", "check_vector", "WRITE_FIELDS"]
 
 _GROUPS: dict[str, type[BaseModel]] = {"provenance": Provenance, "role_context": RoleContext, "metadata": Metadata,
                             "usage": Usage}
@@ -69,3 +70,25 @@ def build_record(content: str, *, user_id: str, agent_id: str, **fields: Any) ->
         return MemIR.model_validate(body)
     except PydanticValidationError as e:
         raise ValidationError.from_pydantic(e) from e
+
+
+def check_vector(embedding: Any, embedder: Any) -> np.ndarray:
+    """Validate a caller-supplied vector for ``embedder`` (dimension, finite, non-zero) and
+    return it unit-normalised as float32.
+
+    Raises:
+        VectorError: naming ``embedding`` and what is wrong with it.
+    """
+    try:
+        v = np.asarray(embedding, dtype=np.float32).reshape(-1)
+    except (TypeError, ValueError) as e:
+        raise VectorError(f"embedding is not a numeric vector: {e}", field="embedding") from e
+    if v.shape[0] != embedder.dim:
+        raise VectorError(f"embedding has dimension {v.shape[0]}, the store's encoder {embedder.encoder_id!r} "
+                          f"makes {embedder.dim}", field="embedding")
+    if not np.all(np.isfinite(v)):
+        raise VectorError("embedding contains NaN or inf", field="embedding")
+    n = float(np.linalg.norm(v))
+    if n < 1e-12:
+        raise VectorError("embedding is all zeros (no direction to compare)", field="embedding")
+    return (v / n).astype(np.float32)

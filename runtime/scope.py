@@ -19,10 +19,10 @@ from typing import IO, TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from . import recall as _recall
-from .errors import ContentTooLargeError, EncoderMismatchError, NotFoundError, ValidationError, VectorError
+from .errors import ContentTooLargeError, EncoderMismatchError, NotFoundError, ValidationError
 from .filters import SENSITIVITY_ORDER, build_filter
 from .memir import MemIR, RoleContext, Sensitivity, utcnow
-from .records import build_record
+from .records import build_record, check_vector
 from .retrieval import Hit, RankWeights
 from .sqlite_schema import COLUMNS, N_COLUMNS, READ_COLS, record_to_row, row_to_record, ts
 
@@ -100,20 +100,7 @@ class Scope:
         return rec, vec
 
     def _check_vector(self, embedding: Any) -> np.ndarray:
-        emb = self._store.embedder
-        try:
-            v = np.asarray(embedding, dtype=np.float32).reshape(-1)
-        except (TypeError, ValueError) as e:
-            raise VectorError(f"embedding is not a numeric vector: {e}", field="embedding") from e
-        if v.shape[0] != emb.dim:
-            raise VectorError(f"embedding has dimension {v.shape[0]}, the store's encoder {emb.encoder_id!r} "
-                              f"makes {emb.dim}", field="embedding")
-        if not np.all(np.isfinite(v)):
-            raise VectorError("embedding contains NaN or inf", field="embedding")
-        n = float(np.linalg.norm(v))
-        if n < 1e-12:
-            raise VectorError("embedding is all zeros (no direction to compare)", field="embedding")
-        return (v / n).astype(np.float32)
+        return check_vector(embedding, self._store.embedder)
 
     def _insert(self, records: Sequence[MemIR], vecs: Sequence[np.ndarray | None], batch: bool = False) -> None:
         """Embed what lacks a vector, check parents, then insert everything in one transaction.

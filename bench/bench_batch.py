@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model", default=None)
     a = ap.parse_args(argv)
     from runtime.batch import ScoreConfig, score_dump
-    from runtime.scorer import UtilityScorer
+    from runtime.scoring import UtilityScorer
 
     scorer = UtilityScorer(a.model) if a.model else UtilityScorer()
     dim = scorer.spec.embedding_dim

@@ -26,7 +26,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without install
 
-from runtime.encoder import OnnxEncoder, OnnxEncoderConfig, default_encoder_dir
+from runtime.encoders import OnnxEncoder, OnnxEncoderConfig, default_encoder_dir
 from runtime.errors import EncoderUnavailableError
 
 _SUBJECTS = ["The user", "Alice", "The customer in ticket 4411", "My manager", "The project lead", "Bob"]
@@ -94,7 +94,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         OnnxEncoder(enc_dir)
     except EncoderUnavailableError:
-        from runtime.encoder_export import export_encoder
+        from utilitynet.encoder_export import export_encoder
         tmp = tempfile.TemporaryDirectory(prefix="memir-bench-enc-")
         print(f"no encoder at {enc_dir}; exporting into {tmp.name}", file=sys.stderr)
         enc_dir = export_encoder(Path(tmp.name) / "enc", on_progress=lambda s: print(s, file=sys.stderr))
@@ -106,7 +106,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     t = time.perf_counter()
     import torch
 
-    from runtime.encoder_st import SentenceTransformerEmbedder
+    from utilitynet.encoder_reference import SentenceTransformerEmbedder
     torch.set_num_threads(args.threads)
     st = SentenceTransformerEmbedder()
     st_load = time.perf_counter() - t

@@ -23,8 +23,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from runtime.retention import Quota, RetentionProblem, solve
-from runtime.retention.hard import presolve
-from runtime.retention.milp_cvxpy import clear_cache
+from runtime.retention.solver.hard import presolve
+from runtime.retention.solver.milp_cvxpy import clear_cache
 
 
 def bench_problem(n: int, seed: int = 0, *, relational: bool = True, quotas: bool = False,

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from runtime.memir import DialogRole, Flag, MemIR, Metadata, Provenance, RoleContext, SourceType, Usage
-from runtime.scorer import UtilityScorer
+from runtime.record import DialogRole, Flag, MemIR, Metadata, Provenance, RoleContext, SourceType, Usage
+from runtime.scoring import UtilityScorer
 from utilitynet.context import ScoringContext
 from utilitynet.features import featurize
 

@@ -4,7 +4,7 @@ Prints, side by side in one run:
 
 - write throughput (memories/s): ``write_many`` with precomputed embeddings, ``write`` one by one,
   and with the embedding computed (HashEmbedder; the ONNX MiniLM encoder when
-  ``runtime.encoder.load_default_embedder()`` works); the baseline appends the same vectors to a
+  ``runtime.encoders.load_default_embedder()`` works); the baseline appends the same vectors to a
   numpy matrix;
 - recall latency p50/p99 (ms) at 10k and 100k memories in one scope, with filters that keep ~10%
   of the rows, and for 100 users x 1k memories each; the baseline keeps every vector in one matrix
@@ -49,8 +49,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import runtime  # noqa: E402
-from runtime import MemoryStore, StoreConfig  # noqa: E402
-from runtime.embed import HashEmbedder  # noqa: E402
+from runtime import AssemblerConfig, MemoryStore, RecordConfig, StoreConfig  # noqa: E402
+from runtime.encoders import HashEmbedder  # noqa: E402
 
 DIM = 384
 SUB_ROLES = ["travel", "billing", "support", "planning", "misc"]
@@ -162,7 +162,7 @@ def bench_writes(tmp: Path, rng: np.random.Generator, n: int) -> list[str]:
     lines.append(f"  write_many, HashEmbedder embeds              {m / dt:12,.0f} /s")
 
     try:
-        from runtime.encoder import load_default_embedder
+        from runtime.encoders import load_default_embedder
         enc = load_default_embedder()
     except Exception as e:  # noqa: BLE001 — any failure only means "skip this row, and say why"
         first = str(e).strip().splitlines()[0][:100] if str(e).strip() else ""
@@ -184,7 +184,7 @@ def bench_one_scope(tmp: Path, rng: np.random.Generator, n: int, n_queries: int,
     queries = unit(rng, n_queries)
     lines, p50s = [f"  -- {n:,} memories in one scope, k={k}, {n_queries} queries per filter --"], {}
     with MemoryStore.open(tmp / f"one_{n}.sqlite", embedder=HashEmbedder(dim=DIM),
-                          config=StoreConfig(redact=False)) as st:
+                          config=StoreConfig(annotate=AssemblerConfig(record=RecordConfig(redact=False)))) as st:
         sc = st.scope(user_id="u")
         t = time.perf_counter()
         for lo in range(0, n, 2000):
@@ -209,7 +209,7 @@ def bench_many_users(tmp: Path, rng: np.random.Generator, users: int, per: int, 
     queries, who = unit(rng, n_queries), rng.integers(0, users, n_queries)
     lines = [f"  -- {users} users x {per:,} memories, k={k}, a random user per query --"]
     with MemoryStore.open(tmp / "many.sqlite", embedder=HashEmbedder(dim=DIM),
-                          config=StoreConfig(redact=False)) as st:
+                          config=StoreConfig(annotate=AssemblerConfig(record=RecordConfig(redact=False)))) as st:
         t = time.perf_counter()
         for u in range(users):
             st.scope(user_id=f"user{u}").write_many(corpus.part(u * per, (u + 1) * per).items())

@@ -1,13 +1,15 @@
 """memir runtime — what production agents import.
 
-Typed memory records (MemIR), a scoped SQLite store with provenance-aware retrieval, retention as a
-constrained optimisation, and the ONNX utility scorer. Importing it costs numpy, pydantic and
+Typed memory records (MemIR), a scoped store with provenance-aware retrieval, retention as a
+constrained optimisation under a policy, and the ONNX utility scorer. Importing it costs almost
+nothing: public names resolve lazily, and the store path pays for numpy, pydantic and
 onnxruntime — never torch, lightning or datasets (a test checks).
 
 Example:
-    >>> from runtime import MemoryStore, format_context
+    >>> from runtime import MemoryStore, RetentionPolicy, Triggers, format_context
     >>> store = MemoryStore.open("agent.sqlite")                     # doctest: +SKIP
-    >>> me = store.scope(user_id="u42")                               # doctest: +SKIP
+    >>> me = store.scope(user_id="u42",                               # doctest: +SKIP
+    ...                  policy=RetentionPolicy(capacity=200, triggers=Triggers(on_session_end=True)))
     >>> me.write("Prefers aisle seats", sub_role="travel", confidence=0.95)  # doctest: +SKIP
     >>> print(format_context(me.recall("seat preference", k=3)))      # doctest: +SKIP
 """
@@ -16,22 +18,56 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 # Public names resolve lazily (PEP 562): `import runtime` costs almost nothing, and each name pulls
-# in only its own module on first use — an agent that only needs the scorer never builds the
-# store's pydantic models. Static type checkers see the real imports below.
+# in only its own room on first use. Static type checkers see the real imports below.
 _EXPORTS = {
-    "MemoryStore": ".store", "StoreConfig": ".store", "Scope": ".scope",
-    "MemIR": ".memir", "Provenance": ".memir", "RoleContext": ".memir", "Metadata": ".memir",
-    "Usage": ".memir", "SourceType": ".memir", "DialogRole": ".memir", "Sensitivity": ".memir",
-    "Flag": ".memir", "Hit": ".retrieval", "ScoreBreakdown": ".retrieval", "format_context": ".retrieval",
+    # the store
+    "MemoryStore": ".store", "StoreConfig": ".store", "Scope": ".store", "Version": ".store",
+    "ForgetReport": ".store", "Hit": ".store", "ScoreBreakdown": ".store", "format_context": ".store",
+    # records
+    "MemIR": ".record", "Provenance": ".record", "RoleContext": ".record", "Metadata": ".record",
+    "Usage": ".record", "SourceType": ".record", "DialogRole": ".record", "Sensitivity": ".record",
+    "Flag": ".record", "RecordConfig": ".record", "WriteFields": ".record",
+    # annotation
+    "AssemblerConfig": ".annotate", "ContextAssembler": ".annotate", "AgentContext": ".annotate",
+    "RoleConfig": ".annotate", "SessionConfig": ".annotate", "extract_candidates": ".annotate",
+    # retention
+    "RetentionPolicy": ".retention", "Triggers": ".retention", "RetentionDecision": ".retention",
+    "MemoryExplanation": ".retention", "RuleSet": ".retention", "load_rules": ".retention",
+    "DEFAULT_RULES": ".retention", "TaskCapacity": ".retention",
+    # scoring
+    "Scorer": ".scoring", "UtilityScorer": ".scoring", "FakeScorer": ".scoring", "ScoringContext": ".scoring",
+    # errors
     "MemirError": ".errors",
 }
 
 if TYPE_CHECKING:
+    from .annotate import AgentContext, AssemblerConfig, ContextAssembler, RoleConfig, SessionConfig, extract_candidates
     from .errors import MemirError
-    from .memir import DialogRole, Flag, MemIR, Metadata, Provenance, RoleContext, Sensitivity, SourceType, Usage
-    from .retrieval import Hit, ScoreBreakdown, format_context
-    from .scope import Scope
-    from .store import MemoryStore, StoreConfig
+    from .record import (
+        DialogRole,
+        Flag,
+        MemIR,
+        Metadata,
+        Provenance,
+        RecordConfig,
+        RoleContext,
+        Sensitivity,
+        SourceType,
+        Usage,
+        WriteFields,
+    )
+    from .retention import (
+        DEFAULT_RULES,
+        MemoryExplanation,
+        RetentionDecision,
+        RetentionPolicy,
+        RuleSet,
+        TaskCapacity,
+        Triggers,
+        load_rules,
+    )
+    from .scoring import FakeScorer, Scorer, ScoringContext, UtilityScorer
+    from .store import ForgetReport, Hit, MemoryStore, Scope, ScoreBreakdown, StoreConfig, Version, format_context
 
 
 def __getattr__(name: str) -> Any:
@@ -48,21 +84,11 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
-    "MemoryStore",
-    "StoreConfig",
-    "Scope",
-    "MemIR",
-    "Provenance",
-    "RoleContext",
-    "Metadata",
-    "Usage",
-    "SourceType",
-    "DialogRole",
-    "Sensitivity",
-    "Flag",
-    "Hit",
-    "ScoreBreakdown",
-    "format_context",
-    "MemirError",
+    "AgentContext", "AssemblerConfig", "ContextAssembler", "DEFAULT_RULES", "DialogRole", "FakeScorer", "Flag",
+    "ForgetReport", "Hit", "MemIR", "MemirError", "MemoryExplanation", "MemoryStore", "Metadata", "Provenance",
+    "RecordConfig", "RetentionDecision", "RetentionPolicy", "RoleConfig", "RoleContext", "RuleSet", "Scope",
+    "ScoreBreakdown", "Scorer", "ScoringContext", "Sensitivity", "SessionConfig", "SourceType", "StoreConfig",
+    "TaskCapacity", "Triggers", "Usage", "UtilityScorer", "Version", "WriteFields", "extract_candidates",
+    "format_context", "load_rules",
 ]
-__version__ = "0.1.0"
+__version__ = "0.2.0"

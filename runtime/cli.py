@@ -27,13 +27,9 @@ def _print(obj: Any) -> None:
     print(json.dumps(obj, indent=2, default=str, ensure_ascii=False))
 
 
-def _open(path: str, hash_embedder: bool = False) -> Any:
+def _open(path: str) -> Any:
     from .store import MemoryStore
-    emb = None
-    if hash_embedder:
-        from .embed import HashEmbedder
-        emb = HashEmbedder()
-    return MemoryStore.open(path, embedder=emb)
+    return MemoryStore.open(path)
 
 
 def cmd_inspect(a: argparse.Namespace) -> int:
@@ -46,17 +42,13 @@ def cmd_inspect(a: argparse.Namespace) -> int:
 
 
 def cmd_retain(a: argparse.Namespace) -> int:
-    from .scorer import UtilityScorer
+    from .scoring import UtilityScorer
     with _open(a.db) as store:
         scope = store.scope(user_id=a.user, agent_id=a.agent)
         scorer = UtilityScorer(a.model) if a.model else UtilityScorer()
         d = scope.retain(capacity=a.capacity, scorer=scorer, rules=a.rules, method=a.method,
-                         forgotten=a.forgotten, apply=not a.dry_run, budget_tokens=a.budget_tokens)
-        _print({"decision_id": d.decision_id, "kept": len(d.kept), "archived": len(d.archived),
-                "deleted": len(d.deleted), "redacted": len(d.redacted), "objective": d.objective,
-                "method": d.method, "status": d.status, "solve_ms": round(d.solve_ms, 2),
-                "dry_run": a.dry_run,
-                "constraints": d.explanation.get("constraints")})
+                         forgotten=a.forgotten, dry_run=a.dry_run, budget_tokens=a.budget_tokens)
+        _print({**d.summary(), "constraints": [c.model_dump(exclude_none=True) for c in d.constraints]})
     return 0
 
 
@@ -65,7 +57,7 @@ def cmd_explain(a: argparse.Namespace) -> int:
         users = [(u, ag) for u, ag, _ in store.admin_users()] if a.user is None else [(a.user, a.agent)]
         for u, ag in users:  # admin path: find the scope that holds the id
             try:
-                _print(store.scope(user_id=u, agent_id=ag).explain(a.memory_id))
+                _print(store.scope(user_id=u, agent_id=ag).explain(a.memory_id).model_dump(mode="json"))
                 return 0
             except MemirError:
                 continue
@@ -98,7 +90,7 @@ def cmd_score(a: argparse.Namespace) -> int:
 
 
 def cmd_encoder(a: argparse.Namespace) -> int:
-    from .encoder_export import main as export_main
+    from utilitynet.encoder_export import main as export_main
     return export_main(["--out", a.out] if a.out else [])
 
 

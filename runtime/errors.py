@@ -16,7 +16,6 @@ __all__ = [
     "VectorError",
     "FilterError",
     "NotFoundError",
-    "ScopeError",
     "EncoderUnavailableError",
     "EncoderMismatchError",
     "EncoderExportError",
@@ -58,6 +57,12 @@ class ValidationError(MemirError, ValueError):
         first = problems[0][0] if problems else None
         return cls(f"invalid {what} — {lines}", field=first, problems=problems)
 
+    @classmethod
+    def from_problems(cls, what: str, problems: list[tuple[str, str]]) -> "ValidationError":
+        """One error for every ``(field, message)`` problem collected while checking ``what``."""
+        text = "; ".join(f"{f}: {m}" for f, m in problems)
+        return cls(f"invalid {what} — {text}", field=problems[0][0] if problems else None, problems=problems)
+
 
 class ContentTooLargeError(ValidationError):
     """``content`` is longer than the store's configured limit (``StoreConfig.max_content_chars``)."""
@@ -76,10 +81,6 @@ class NotFoundError(MemirError, KeyError):
 
     def __str__(self) -> str:  # KeyError quotes its message; keep it readable
         return str(self.args[0]) if self.args else "not found"
-
-
-class ScopeError(MemirError):
-    """An operation tried to leave its scope (e.g. ``derived_from`` pointing at another user's memory)."""
 
 
 class EncoderUnavailableError(MemirError):

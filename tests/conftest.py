@@ -21,8 +21,8 @@ if _ROOT not in sys.path:
 from hypothesis import strategies as st  # noqa: E402
 
 from runtime import MemoryStore, StoreConfig  # noqa: E402
-from runtime.embed import HashEmbedder  # noqa: E402
-from runtime.memir import (  # noqa: E402
+from runtime.encoders import HashEmbedder  # noqa: E402
+from runtime.record import (  # noqa: E402
     DialogRole,
     Flag,
     MemIR,

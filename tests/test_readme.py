@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_readme_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    from runtime.encoder import load_default_embedder
+    from runtime.encoders import load_default_embedder
     from runtime.errors import EncoderUnavailableError
 
     try:
@@ -24,5 +24,7 @@ def test_readme_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ca
     exec(compile(code.group(1), "README.md", "exec"), {"__name__": "readme"})
     out = capsys.readouterr().out
     assert "kept" in out and (tmp_path / "agent.sqlite").exists()
+    assert "'trigger': 'session_end:" in out  # the policy retained by itself, no retain() call
+    assert "retain(" not in code.group(1)
     # the card number in the example was redacted before it reached the database file
     assert b"4111 1111 1111 1111" not in (tmp_path / "agent.sqlite").read_bytes()

@@ -1,15 +1,17 @@
-"""The simulated agent: replays an episode through the real runtime under a retention policy.
+"""The simulated agent: replays an episode through the public runtime API under a retention policy.
 
-For each event it writes a typed MemIR record into a per-user scope of an in-memory SQLite store
-(redaction, embedding cache, typed fields — the production write path). Retention runs at the
-runtime's triggers (every N writes, the fill watermark, task-phase changes, and right before a
-question is answered) with capacity K per user, scored by the policy under test through the same
-``Scorer`` protocol and solver the runtime ships. Each question is answered by ``recall`` over what
-the user's scope still holds; success = the current (not superseded) fact is in the top-k and no
+Everything goes through what a production agent calls: one ``MemoryStore``, one scope per user
+with a :class:`~runtime.retention.RetentionPolicy` (capacity K per user, the policy under test as
+scorer, triggers every N writes and on task-phase changes), ``scope.write`` per event (sessions
+close and get their context features by themselves), ``scope.set_task(goal=...)`` for the
+episode's goal, ``scope.retain(trigger="question")`` right before a question is answered, and
+``scope.recall`` to answer it. Success = the current (not superseded) fact is in the top-k and no
 stale version ranks above it.
 
-With ``record=True`` every retention decision is captured (the feature matrix the scorer saw, the
-ids, what was kept) for hindsight labelling.
+With ``record=True`` every decision is captured — the feature matrix the scorer saw (the same
+``featurize`` the runtime's scorer runs), the ids and what was kept — for hindsight labelling.
+Constraint violations are recomputed from each kept set and the rules
+(:func:`runtime.retention.audit`), independent of the solver's own reason codes.
 """
 
 from __future__ import annotations
@@ -21,20 +23,18 @@ from typing import Any
 
 import numpy as np
 
-from runtime.consolidate import annotate_session
-from runtime.embed import Embedder
-from runtime.memir import MemIR
-from runtime.redact import redact
-from runtime.retain import Triggers
-from runtime.rules import DEFAULT_RULES, RuleSet
-from runtime.scoring import Scorer
-from runtime.store import MemoryStore, StoreConfig
-from utilitynet.context import ScoringContext
+from runtime.annotate import AssemblerConfig, SessionConfig
+from runtime.encoders import Embedder
+from runtime.record import MemIR
+from runtime.retention import DEFAULT_RULES, RetentionDecision, RetentionPolicy, RuleSet, Triggers, audit
+from runtime.scoring import Scorer, ScoringContext
+from runtime.store import MemoryStore, Scope, StoreConfig
 from utilitynet.features import featurize
 
 from .simulate import Episode, Event, Question
 
-__all__ = ["AgentConfig", "RecordingScorer", "Decision", "EpisodeRun", "QuestionOutcome", "run_episode", "user_capacity"]
+__all__ = ["AgentConfig", "RecordingScorer", "Decision", "EpisodeRun", "QuestionOutcome", "run_episode",
+           "user_capacity"]
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ class AgentConfig:
         min_capacity: never fewer slots than this per user.
         every_n_writes: run retention after this many writes since the last decision.
         recall_k: hits per question; success needs the answer in the top ``recall_k``.
-        recent_window: how many recent events form the "recent context" vector.
+        recent_window: how many recent memories form the "recent context" vector.
         method: solver method ("auto" | "greedy" | "exact" | "cvxpy").
     """
 
@@ -113,19 +113,22 @@ def user_capacity(ep: Episode, cfg: AgentConfig) -> dict[str, int]:
 
 
 class RecordingScorer:
-    """Wraps a scorer; keeps the ids and features of its last call so decisions can be labelled later."""
+    """Wraps a scorer behind the same protocol; keeps what each call saw, for labels and audits.
+
+    Attributes:
+        calls: per call ``(records, features)`` — features only when ``record`` is on.
+    """
 
     def __init__(self, inner: Scorer, record: bool) -> None:
         self.inner, self.record = inner, record
-        self.last: tuple[list[str], np.ndarray] | None = None
+        self.calls: list[tuple[list[MemIR], np.ndarray | None]] = []
 
     @property
     def name(self) -> str:
         return self.inner.name
 
     def score(self, records: Sequence[MemIR], embeddings: np.ndarray, ctx: ScoringContext) -> np.ndarray:
-        if self.record:
-            self.last = ([r.id for r in records], featurize(records, embeddings, ctx))
+        self.calls.append((list(records), featurize(records, embeddings, ctx) if self.record else None))
         return self.inner.score(records, embeddings, ctx)
 
 
@@ -158,88 +161,66 @@ def run_episode(ep: Episode, scorer: Scorer, embedder: Embedder, cfg: AgentConfi
     inner: Any = _Forced(scorer, force_keep, force_drop, step_box) if (force_keep or force_drop) else scorer
     rec = RecordingScorer(inner, record)
     run = EpisodeRun(ep.episode_id, scorer.name, [])
-    goal_vec = np.asarray(embedder.encode([ep.goal])[0], np.float32)
-    recent: dict[str, list[np.ndarray]] = {}
-    triggers = {u: Triggers(every_n_writes=cfg.every_n_writes, watermark=1.0) for u in caps}
-    with MemoryStore.open(":memory:", embedder=embedder, config=StoreConfig(log_recalls=False)) as store:
-        scopes = {u: store.scope(user_id=u, agent_id="sim") for u in caps}
+    # The simulator names its sessions; the detector would only add splits of its own.
+    store_cfg = StoreConfig(log_recalls=False, annotate=AssemblerConfig(session=SessionConfig(enabled=False)))
+    with MemoryStore.open(":memory:", embedder=embedder, config=store_cfg) as store:
+        scopes = {u: store.scope(user_id=u, agent_id="sim", policy=RetentionPolicy(
+            capacity=caps[u], scorer=rec, rules=rules, method=cfg.method,  # type: ignore[arg-type]
+            forgotten="archive", recent_window=cfg.recent_window,
+            triggers=Triggers(every_n_writes=cfg.every_n_writes, events=frozenset({"task_phase_change"}))))
+            for u in caps}
+        for s in scopes.values():
+            s.set_task(ep.goal)
         last_phase: dict[str, str] = {}
-        last_session: dict[str, str | None] = {}
 
-        def retain(user: str, now: Any, step: int, trigger: str) -> None:
-            scope = scopes[user]
-            rv = recent.get(user)
-            ctx_recent = None if not rv else _unit(np.mean(rv[-cfg.recent_window:], axis=0))
-            ctx = ScoringContext(now=now, step=step, goal_embedding=goal_vec, recent_embedding=ctx_recent,
-                                 stage=step / max(len(ep.events), 1))
-            t0 = time.perf_counter()
-            d = scope.retain(capacity=caps[user], scorer=rec, rules=rules, method=cfg.method, now=now, ctx=ctx,
-                             forgotten="archive", trigger=trigger)
+        def observe(user: str, step: int, t0: float, before: int) -> None:
+            """Book the decisions the last call made (explicit or triggered)."""
+            if len(rec.calls) == before:
+                return
             run.update_ms.append((time.perf_counter() - t0) * 1000)
-            kept = set(d.kept)
-            for mid in (m for m, it in d.items.items() if not it["candidate"] and not it["kept"]):
-                run.forgotten.setdefault(mid, step)
-            run.violations += _violations(d, caps[user])
-            if record and rec.last is not None:
-                ids, X = rec.last
-                run.decisions.append(Decision(user, step, ids, X, np.array([i in kept for i in ids]), trigger))
-            triggers[user].reset()
+            scope = scopes[user]
+            n = len(rec.calls) - before  # a decision over no items calls no scorer: skip those
+            made = [d for d in scope.decisions(limit=2 * n + 2) if d.n_items][:n][::-1]
+            for (recs, X), d in zip(rec.calls[before:], made):
+                _book(run, scope, recs, X, d, step, rules, caps[user], record)
 
         for item in ep.timeline():
             if isinstance(item, Question):
                 step_box[0] = item.step
-                retain(item.user_id, item.timestamp, item.step, "question")
-                run.questions.append(_answer(item, scopes, cfg, store))
+                before, t0 = len(rec.calls), time.perf_counter()
+                scopes[item.user_id].retain(trigger="question", now=item.timestamp)
+                observe(item.user_id, item.step, t0, before)
+                run.questions.append(_answer(item, scopes[item.user_id], cfg))
                 continue
             ev: Event = item
-            step_box[0] = ev.step
-            text = redact(ev.content).text
-            vec = embedder.encode([text])[0]
+            step_box[0] = ev.step + 1
+            scope = scopes[ev.user_id]
             r = ev.to_memir(agent_id="sim")
             if r.provenance.derived_from:  # the agent can only cite parents it still has (TTL deletes)
-                alive = scopes[ev.user_id]._existing_ids(r.provenance.derived_from)
+                alive = scope.exists(r.provenance.derived_from)
                 r = r.model_copy(update={"provenance": r.provenance.model_copy(
                     update={"derived_from": [p for p in r.provenance.derived_from if p in alive]})})
-            # A new session for this user closes the previous one: store its dialogue context (as the
-            # production assembler does at a session boundary; runtime.consolidate).
-            prev_session = last_session.get(ev.user_id)
-            if prev_session is not None and prev_session != r.provenance.session_id:
-                annotate_session(scopes[ev.user_id], prev_session, now=ev.timestamp)
-            last_session[ev.user_id] = r.provenance.session_id
-            scopes[ev.user_id].write(r, embedding=vec)
-            recent.setdefault(ev.user_id, []).append(np.asarray(vec, np.float32))
-            trig = triggers[ev.user_id]
-            trig.note_write()
-            event = "task_phase_change" if last_phase.get(ev.user_id, ev.phase) != ev.phase else None
+            before, t0 = len(rec.calls), time.perf_counter()
+            scope.write(r)
+            if last_phase.get(ev.user_id, ev.phase) != ev.phase:
+                scope.event("task_phase_change", now=ev.timestamp)
             last_phase[ev.user_id] = ev.phase
-            working = scopes[ev.user_id].count(now=ev.timestamp, include_expired=True)
-            why = trig.due(working=working, capacity=caps[ev.user_id] + cfg.every_n_writes, event=event)
-            if why:
-                retain(ev.user_id, ev.timestamp, ev.step + 1, why)
+            observe(ev.user_id, ev.step + 1, t0, before)
     return run
 
 
-def _unit(v: np.ndarray) -> np.ndarray:
-    return (v / max(float(np.linalg.norm(v)), 1e-12)).astype(np.float32)
+def _book(run: EpisodeRun, scope: Scope, recs: list[MemIR], X: np.ndarray | None, d: RetentionDecision, step: int,
+          rules: RuleSet, capacity: int, record: bool) -> None:
+    for mid in d.archived + d.deleted + d.redacted:
+        run.forgotten.setdefault(mid, step)
+    run.violations += len(audit(recs, d.kept, rules, now=d.at, capacity=capacity))
+    if record and X is not None:
+        kept = set(d.kept)
+        ids = [r.id for r in recs]
+        run.decisions.append(Decision(scope.user_id, step, ids, X, np.array([i in kept for i in ids]), d.trigger))
 
 
-def _violations(d: Any, capacity: int) -> int:
-    """Hard-rule violations visible in a decision: must-keep dropped, must-forget kept, over capacity."""
-    bad = 0
-    for it in d.items.values():
-        reason = it["reason"]
-        if reason == "must_keep" and not it["kept"]:
-            bad += 1
-        if reason == "must_forget" and it["kept"]:
-            bad += 1
-    n_forced = sum(1 for it in d.items.values() if it["kept"] and it["reason"] in ("must_keep", "forced_by_implication"))
-    if len(d.kept) > max(capacity, n_forced):
-        bad += 1
-    return bad
-
-
-def _answer(q: Question, scopes: Mapping[str, Any], cfg: AgentConfig, store: MemoryStore) -> QuestionOutcome:
-    scope = scopes[q.user_id]
+def _answer(q: Question, scope: Scope, cfg: AgentConfig) -> QuestionOutcome:
     hits = scope.recall(q.text, k=cfg.recall_k, now=q.timestamp)
     ids = [h.record.id for h in hits]
     answers, stale = set(q.answer_event_ids), set(q.stale_event_ids)

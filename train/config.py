@@ -38,7 +38,7 @@ class TrainConfig:
         label: hindsight labelling.
         fit: Lightning fit.
         eval_capacities: capacities (fraction of a user's events) for the held-out evaluation.
-        eval_policies: baselines evaluated beside the model each round (``runtime.policies`` names + oracle).
+        eval_policies: baselines evaluated beside the model each round (``runtime.scoring.baselines`` names + oracle).
         final_policies: baselines evaluated once, beside the promoted model, for the model card.
         counterfactual_samples: items re-run with forced keep/drop per round to check the labels.
         encoder: ``"onnx"`` (all-MiniLM-L6-v2, production) or ``"hash"`` (fast test double).

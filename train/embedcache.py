@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from runtime.embed import Embedder
+from runtime.encoders import Embedder
 
 __all__ = ["CachedEmbedder"]
 

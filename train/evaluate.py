@@ -3,7 +3,7 @@
 Commands (``python -m train.evaluate COMMAND --help`` for each):
 
 - ``locomo FILE [FILE ...]``: stream each conversation through the runtime under every policy and
-  capacity (:func:`train.conversations.replay_conversation`); evidence recall (categories 1–4)
+  capacity (:func:`train.locomo.replay.replay_conversation`); evidence recall (categories 1–4)
   overall and per category, and retrieval recall@k. Works on any file in LoCoMo's layout.
 - ``locomo-loo FILE``: leave-one-conversation-out: for each conversation, fit the utility model on
   the other conversations' rows, export it to ONNX, and evaluate it on the held-out one through the
@@ -37,8 +37,8 @@ import numpy as np
 from runtime.errors import MemirError
 from runtime.scoring import Scorer
 
-from .conversations import ConversationRun, LocomoOracle, replay_conversation
-from .locomo import RECALL_CATEGORIES, Conversation, load_locomo
+from .locomo.reader import RECALL_CATEGORIES, Conversation, load_locomo
+from .locomo.replay import ConversationRun, locomo_oracle, replay_conversation
 
 __all__ = [
     "LOCOMO_POLICIES",
@@ -67,16 +67,16 @@ def _bar(total: int, desc: str, progress: bool) -> Any:
 def locomo_policy(name: str, conv: Conversation, model: str | None) -> Scorer:
     """The scorer for one policy name on one conversation (the oracle reads its questions)."""
     if name == "oracle":
-        return LocomoOracle(conv)
+        return locomo_oracle(conv)
     if name == "utilitynet":
-        from runtime.scorer import UtilityScorer
+        from runtime.scoring import UtilityScorer
         return UtilityScorer(model)
-    from runtime.policies import make_baseline
+    from runtime.scoring import make_baseline
     return make_baseline(name)  # type: ignore[return-value]
 
 
 def _vectors(convs: Sequence[Conversation], emb: Any, progress: bool) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    from .locomo_rows import conversation_vectors
+    from .locomo.rows import conversation_vectors
     out = {}
     bar = _bar(len(convs), "embed conversations", progress)
     for c in convs:
@@ -169,9 +169,9 @@ def _load_all(files: Sequence[str]) -> list[Conversation]:
 
 def _embedder(kind: str = "onnx") -> Any:
     if kind == "hash":  # the fast test double (no model files); figures are not comparable
-        from runtime.embed import HashEmbedder
+        from runtime.encoders import HashEmbedder
         return HashEmbedder(dim=64)
-    from runtime.encoder import load_default_embedder
+    from runtime.encoders import load_default_embedder
     return load_default_embedder()
 
 
@@ -202,14 +202,14 @@ def loo_locomo(convs: Sequence[Conversation], capacities: Sequence[float], emb: 
     """
     import tempfile
 
-    from runtime.scorer import UtilityScorer
+    from runtime.scoring import UtilityScorer
     from utilitynet.export import export_onnx
     from utilitynet.features import spec_for
 
     from .dataset import RowBatch, decision_groups, load_rounds, to_numpy
     from .fit import FitConfig
     from .fit import run as fit_run
-    from .locomo_rows import add_conversation_rows
+    from .locomo.rows import add_conversation_rows
 
     if len(convs) < 3:
         raise MemirError(f"leave-one-out needs >= 3 conversations, got {len(convs)}")
@@ -252,11 +252,10 @@ def evaluate_synthetic(episodes: int, capacities: Sequence[float], policies: Seq
     """Held-out families (eval split) of the simulator: per policy × capacity metrics + leakage."""
     from dataclasses import replace
 
-    from runtime.policies import make_baseline
-    from runtime.scorer import UtilityScorer, default_model_path
+    from runtime.scoring import UtilityScorer, default_model_path, make_baseline
 
     from .config import load_preset
-    from .evaluate_sim import evaluate_policies, leakage_check
+    from .eval.synthetic import evaluate_policies, leakage_check
     from .label import OracleScorer
     from .loop import make_embedder
     from .simulate import generate
@@ -365,7 +364,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             _write(args.out, {"synthetic": res})
             print(sim_table(res["rows"]))
         else:
-            from .evaluate_report import write_report
+            from .eval.report import write_report
             payload = {"synthetic": evaluate_synthetic(args.episodes, args.capacities, SIM_POLICIES,
                                                        model=args.model, preset=args.preset, progress=progress)}
             files = [f for f in args.locomo if Path(f).is_file()]
@@ -386,7 +385,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _has_model(model: str | None) -> bool:
-    from runtime.scorer import default_model_path
+    from runtime.scoring import default_model_path
     ok = Path(model).is_file() if model else default_model_path().is_file()
     if not ok:
         print("no utility model found (run `make train`): utilitynet is left out", file=sys.stderr)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from runtime.embed import Embedder
+from runtime.encoders import Embedder
 from runtime.scoring import Scorer
 
 from .agent import AgentConfig, Decision, EpisodeRun, run_episode
@@ -124,17 +124,20 @@ class OracleScorer:
     def __init__(self, ep: Episode, embedder: Embedder, cfg: LabelConfig = LabelConfig()) -> None:
         self.ep, self.cfg = ep, cfg
         self._need: dict[str, list[tuple[int, str]]] = {}
-        self._stale: set[str] = set()
         for q in ep.questions:
             for a in q.answer_event_ids:
                 self._need.setdefault(a, []).append((q.step, q.user_id))
+        # The episode step at a decision is read off its time (events are strictly time-ordered):
+        # the runtime's step counters count each user's own writes, not the episode's events.
+        self._times = np.array([e.timestamp.timestamp() for e in ep.events])
 
     def score(self, records, embeddings, ctx):  # type: ignore[no-untyped-def]
+        step = int(np.searchsorted(self._times, ctx.now.timestamp(), side="right"))
         out = np.empty(len(records))
         for i, r in enumerate(records):
-            future = [s for s, _ in self._need.get(r.id, []) if s >= ctx.step]
+            future = [s for s, _ in self._need.get(r.id, []) if s >= step]
             if future:
-                out[i] = 1.0 + 0.5 ** ((min(future) - ctx.step) / self.cfg.half_life_steps)
+                out[i] = 1.0 + 0.5 ** ((min(future) - step) / self.cfg.half_life_steps)
             else:
                 out[i] = 1e-3 * (1 + (ctx.record_steps[i] if ctx.record_steps is not None else 0) / 1e4)
         return out

@@ -27,10 +27,10 @@ from typing import Any
 import numpy as np
 import yaml
 
-from runtime.embed import Embedder, HashEmbedder
-from runtime.policies import RecencyScorer, make_baseline
-from runtime.redact import redact
-from runtime.scorer import UtilityScorer
+from runtime.encoders import Embedder, HashEmbedder
+from runtime.record.redaction import redact
+from runtime.scoring import UtilityScorer, make_baseline
+from runtime.scoring.baselines import RecencyScorer
 from utilitynet.export import check_parity, export_onnx
 from utilitynet.features import spec_for
 
@@ -39,7 +39,7 @@ from .agent import run_episode
 from .config import TrainConfig, load_preset
 from .dataset import RowBatch, decision_groups, load_rounds, round_dir, to_numpy, write_round
 from .embedcache import CachedEmbedder
-from .evaluate_sim import evaluate_policies, leakage_check
+from .eval.synthetic import evaluate_policies, leakage_check
 from .label import OracleScorer, counterfactual_agreement, label_decisions
 from .simulate import Episode, generate, summarize
 
@@ -73,7 +73,7 @@ def make_embedder(cfg: TrainConfig) -> CachedEmbedder:
     if cfg.encoder == "hash":
         inner = HashEmbedder(dim=64)
     else:
-        from runtime.encoder import load_default_embedder
+        from runtime.encoders import load_default_embedder
         inner = load_default_embedder()
     safe = inner.encoder_id.replace("/", "_")
     return CachedEmbedder(inner, Path(cfg.data_dir) / "cache" / f"emb_{safe}.npz")
@@ -122,7 +122,7 @@ def run_round(r: int, cfg: TrainConfig, emb: CachedEmbedder, train_eps: list[Epi
         runs.append(run)
         labels.append(lab)
     if r == 0 and cfg.locomo_files:
-        from .locomo_rows import add_locomo_rows
+        from .locomo.rows import add_locomo_rows
         add_locomo_rows(rows, [f for f in cfg.locomo_files if Path(f).exists()], emb, weight=cfg.locomo_weight)
     t_collect = time.perf_counter() - t0
     n_cf = min(cfg.counterfactual_samples, sum(len(lab.y) for lab in labels))

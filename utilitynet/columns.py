@@ -12,11 +12,11 @@ import numpy as np
 _MAX_HOURS = 1e5       # ~11 years: clip for every duration before log-scaling
 _MAX_COUNT = 1e6       # clip for counts (access count, steps) before log-scaling
 
-# Closed vocabularies (the ``.value`` strings of runtime.memir's enums). Unknown values one-hot to 0.
-_SOURCE_TYPES = ("direct_interaction", "derived_inference", "external_ingest", "system_feedback")
-_DIALOG_ROLES = ("user", "agent", "system", "tool")
-_SENSITIVITIES = ("none", "pii", "secret")
-_FLAGS = ("core_instruction", "user_confirmed", "pinned", "key_result", "urgent", "used",
+# Closed vocabularies (the ``.value`` strings of runtime.record's enums). Unknown values one-hot to 0.
+SOURCE_TYPES = ("direct_interaction", "derived_inference", "external_ingest", "system_feedback")
+DIALOG_ROLES = ("user", "agent", "system", "tool")
+SENSITIVITIES = ("none", "pii", "secret")
+FLAGS = ("core_instruction", "user_confirmed", "pinned", "key_result", "urgent", "used",
           "placeholder", "superseded")
 
 
@@ -24,8 +24,8 @@ def _index(values: Sequence[str]) -> dict[str, int]:
     return {v: i for i, v in enumerate(values)}
 
 
-_SRC_IDX, _ROLE_IDX, _SENS_IDX = _index(_SOURCE_TYPES), _index(_DIALOG_ROLES), _index(_SENSITIVITIES)
-_FLAG_BIT = {f: 1 << i for i, f in enumerate(_FLAGS)}
+SRC_IDX, ROLE_IDX, SENS_IDX = _index(SOURCE_TYPES), _index(DIALOG_ROLES), _index(SENSITIVITIES)
+_FLAG_BIT = {f: 1 << i for i, f in enumerate(FLAGS)}
 
 
 def _lookup(table: dict[str, int], v: Any) -> int:
@@ -37,56 +37,56 @@ def _lookup(table: dict[str, int], v: Any) -> int:
     return i
 
 
-_NAN = float("nan")
+NAN = float("nan")
 
 
-def _ts(dt: datetime | None) -> float:
+def ts(dt: datetime | None) -> float:
     """POSIX seconds; naive datetimes are UTC (as in MemIR); None → NaN."""
     if dt is None:
-        return _NAN
+        return NAN
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=UTC)
     return dt.timestamp()
 
 
-def _timestamps(col: Sequence[datetime | None]) -> np.ndarray:
-    # Fast path for MemIR (always tz-aware); ``_ts`` only for None/naive values.
-    return np.array([d.timestamp() if d is not None and d.tzinfo is not None else _ts(d) for d in col],
+def timestamps(col: Sequence[datetime | None]) -> np.ndarray:
+    # Fast path for MemIR (always tz-aware); ``ts`` only for None/naive values.
+    return np.array([d.timestamp() if d is not None and d.tzinfo is not None else ts(d) for d in col],
                     dtype=np.float64)
 
 
-def _codes(table: dict[str, int], col: Sequence[Any]) -> np.ndarray:
+def codes(table: dict[str, int], col: Sequence[Any]) -> np.ndarray:
     codes = [table.get(v, -1) for v in col]
     if -1 in codes:  # plain Enums / unknown values: the slower ``.value`` path, only for those
         codes = [c if c >= 0 else _lookup(table, v) for c, v in zip(codes, col, strict=True)]
     return np.array(codes, dtype=np.int64)
 
 
-def _flag_bits(flags: Sequence[Any]) -> int:
+def flag_bits(flags: Sequence[Any]) -> int:
     bits = 0
     for f in flags:
         bits |= _FLAG_BIT.get(f) or _FLAG_BIT.get(getattr(f, "value", ""), 0)
     return bits
 
 
-def _floats(col: Sequence[Any]) -> np.ndarray:
+def floats(col: Sequence[Any]) -> np.ndarray:
     """Numbers → float64 (None → NaN); ints beyond float range are clipped, not an error."""
     try:
         return np.array(col, dtype=np.float64)
     except (OverflowError, TypeError, ValueError):
-        return np.array([_NAN if v is None else float(min(max(v, -1e300), 1e300)) for v in col],
+        return np.array([NAN if v is None else float(min(max(v, -1e300), 1e300)) for v in col],
                         dtype=np.float64)
 
 
-def _log_hours(seconds: np.ndarray) -> np.ndarray:
+def log_hours(seconds: np.ndarray) -> np.ndarray:
     return np.log1p(np.clip(np.nan_to_num(seconds / 3600.0, nan=0.0), 0.0, _MAX_HOURS))
 
 
-def _log_count(x: np.ndarray) -> np.ndarray:
+def log_count(x: np.ndarray) -> np.ndarray:
     return np.log1p(np.clip(np.nan_to_num(x, nan=0.0), 0.0, _MAX_COUNT))
 
 
-def _onehot(idx: np.ndarray, k: int) -> np.ndarray:
+def onehot(idx: np.ndarray, k: int) -> np.ndarray:
     out = np.zeros((len(idx), k))
     ok = idx >= 0
     out[np.flatnonzero(ok), idx[ok]] = 1.0

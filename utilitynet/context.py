@@ -22,6 +22,11 @@ class ScoringContext:
         goal_embedding: unit vector of the task goal (or ``None``).
         recent_embedding: unit vector summarising recent context (mean of recent turns), or ``None``.
         stage: task progress in [0, 1] (0 = start, 1 = end), when the agent knows it.
+        session_context: per record (row-aligned), the session-context features of
+            :mod:`utilitynet.dialog` computed when its session closed, ``(n, len(CONTEXT_NAMES))``;
+            a row of NaN = its session has not closed yet. ``None``: read them from each record's
+            ``metadata.attributes["ctx.<name>"]`` (records annotated by older stores).
+        extras: switches, e.g. ``{"skip_redundancy": 1.0}``.
     """
 
     now: datetime
@@ -31,3 +36,4 @@ class ScoringContext:
     recent_embedding: np.ndarray | None = None
     stage: float = 0.0
     extras: dict[str, float] = field(default_factory=dict)
+    session_context: np.ndarray | None = None

@@ -4,7 +4,7 @@ The file is fp32 with a dynamic batch axis (input :data:`~utilitynet.features.MO
 :data:`~utilitynet.features.MODEL_OUTPUT` = logits) and carries in ``metadata_props`` the feature
 spec it was fit on (``FeatureSpec.to_metadata``: schema version, feature names as JSON, embedding
 dim, encoder id), the model config, and whatever the caller adds (training summary, commit...).
-``runtime.scorer.UtilityScorer`` reads them back and refuses a model whose spec does not match.
+``runtime.scoring.UtilityScorer`` reads them back and refuses a model whose spec does not match.
 
 We use the TorchScript exporter (``dynamo=False``): it handles this static MLP exactly and needs no
 ``onnxscript``; the dynamo exporter buys nothing here.

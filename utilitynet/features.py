@@ -13,7 +13,7 @@ row to ``_GROUPS`` (names + function + doc). ``FEATURE_NAMES`` is derived from t
 ``FEATURE_SCHEMA_VERSION`` (a test pins the names to the version so a forgotten bump fails), and
 exported models carry both, so the runtime refuses a model fit on another schema.
 
-Records are duck-typed (``runtime.memir.MemIR`` or anything with the same attributes): this module
+Records are duck-typed (``runtime.record.MemIR`` or anything with the same attributes): this module
 must not import ``runtime``. Enum fields are compared by their string ``.value``.
 
 Cost: one Python pass over the records (attribute reads, ~5 µs/record), vectorised numpy over the
@@ -67,22 +67,22 @@ MODEL_OUTPUT = "logit"
 """Name of the exported ONNX model's output: float32 ``(batch,)`` raw logits (utility = sigmoid)."""
 
 from .columns import (  # noqa: E402  (the column codecs: vocabularies, timestamps, clipping)
-    _DIALOG_ROLES,
-    _FLAGS,
-    _NAN,
-    _ROLE_IDX,
-    _SENS_IDX,
-    _SENSITIVITIES,
-    _SOURCE_TYPES,
-    _SRC_IDX,
-    _codes,
-    _flag_bits,
-    _floats,
-    _log_count,
-    _log_hours,
-    _onehot,
-    _timestamps,
-    _ts,
+    DIALOG_ROLES,
+    FLAGS,
+    NAN,
+    ROLE_IDX,
+    SENS_IDX,
+    SENSITIVITIES,
+    SOURCE_TYPES,
+    SRC_IDX,
+    codes,
+    flag_bits,
+    floats,
+    log_count,
+    log_hours,
+    onehot,
+    timestamps,
+    ts,
 )
 
 
@@ -93,7 +93,7 @@ class _Batch:
                  redundancy: bool) -> None:
         self.n = n = len(records)
         self.ctx, self.emb, self.want_redundancy = ctx, emb, redundancy
-        self.now = _ts(ctx.now)
+        self.now = ts(ctx.now)
         # One pass of plain attribute reads, then one C-level transpose and a typed conversion per
         # column: this is the only per-record Python work (~3 µs/record), so keep it tight.
         rows = [(r.content, r.created_at, (pv := r.provenance).type, r.role_context.dialog_role,
@@ -105,15 +105,15 @@ class _Batch:
          parents, attributes) = cols
         self.attributes = attributes
         self.content = [c or "" for c in content] if None in content else list(content)
-        self.created, self.expires = _timestamps(created), _timestamps(expires)
-        self.last_access = _timestamps(last_access)
-        self.src, self.role = _codes(_SRC_IDX, src), _codes(_ROLE_IDX, role)
-        self.sens = _codes(_SENS_IDX, sens)
-        self.flags = np.array([_flag_bits(f) if f else 0 for f in flags], dtype=np.int64)
-        self.confidence = np.clip(np.nan_to_num(_floats(conf), nan=1.0), 0.0, 1.0)
-        self.half_life = np.array([_NAN if h is None else h.total_seconds() for h in half_life],
+        self.created, self.expires = timestamps(created), timestamps(expires)
+        self.last_access = timestamps(last_access)
+        self.src, self.role = codes(SRC_IDX, src), codes(ROLE_IDX, role)
+        self.sens = codes(SENS_IDX, sens)
+        self.flags = np.array([flag_bits(f) if f else 0 for f in flags], dtype=np.int64)
+        self.confidence = np.clip(np.nan_to_num(floats(conf), nan=1.0), 0.0, 1.0)
+        self.half_life = np.array([NAN if h is None else h.total_seconds() for h in half_life],
                                   dtype=np.float64)
-        self.access_count = _floats(access)
+        self.access_count = floats(access)
         self.n_parents = np.array([len(p) if p else 0 for p in parents], dtype=np.float64)
         self.age_s = np.where(np.isnan(self.created), 0.0, self.now - self.created)
         steps = None if ctx.record_steps is None else np.asarray(ctx.record_steps, dtype=np.float64)
@@ -151,14 +151,14 @@ def _g_age(b: _Batch) -> np.ndarray:
         age_steps, known = np.zeros(b.n), np.zeros(b.n)
     else:
         known = np.isfinite(b.steps).astype(np.float64)
-        age_steps = _log_count(np.where(known > 0, b.ctx.step - np.nan_to_num(b.steps), 0.0))
-    return np.stack([age_steps, known, _log_hours(b.age_s)], axis=1)
+        age_steps = log_count(np.where(known > 0, b.ctx.step - np.nan_to_num(b.steps), 0.0))
+    return np.stack([age_steps, known, log_hours(b.age_s)], axis=1)
 
 
 def _g_usage(b: _Batch) -> np.ndarray:
     accessed = ((b.access_count > 0) | np.isfinite(b.last_access)).astype(np.float64)
     touched = np.where(np.isfinite(b.last_access), b.last_access, b.created)  # last read, else write
-    return np.stack([_log_count(b.access_count), accessed, _log_hours(b.now - touched)], axis=1)
+    return np.stack([log_count(b.access_count), accessed, log_hours(b.now - touched)], axis=1)
 
 
 def _g_position(b: _Batch) -> np.ndarray:
@@ -171,19 +171,19 @@ def _g_position(b: _Batch) -> np.ndarray:
 
 
 def _g_metadata(b: _Batch) -> np.ndarray:
-    bits = ((b.flags[:, None] >> np.arange(len(_FLAGS))) & 1).astype(np.float64)
+    bits = ((b.flags[:, None] >> np.arange(len(FLAGS))) & 1).astype(np.float64)
     has_exp = np.isfinite(b.expires)
     left = np.where(has_exp, b.expires - b.now, 0.0)
     has_hl = np.isfinite(b.half_life) & (np.nan_to_num(b.half_life) > 0)
     decay = np.where(has_hl, np.exp2(-np.clip(b.age_s, 0, None) / np.where(has_hl, b.half_life, 1.0)), 1.0)
     return np.column_stack([
-        b.confidence, bits, _onehot(b.sens, len(_SENSITIVITIES)), has_exp, _log_hours(left),
-        has_exp & (left <= 0), has_hl, decay, _log_count(b.n_parents),
+        b.confidence, bits, onehot(b.sens, len(SENSITIVITIES)), has_exp, log_hours(left),
+        has_exp & (left <= 0), has_hl, decay, log_count(b.n_parents),
     ]).astype(np.float64)
 
 
 def _g_source(b: _Batch) -> np.ndarray:
-    return np.hstack([_onehot(b.src, len(_SOURCE_TYPES)), _onehot(b.role, len(_DIALOG_ROLES))])
+    return np.hstack([onehot(b.src, len(SOURCE_TYPES)), onehot(b.role, len(DIALOG_ROLES))])
 
 
 def _g_text(b: _Batch) -> np.ndarray:
@@ -196,7 +196,7 @@ def _g_redundancy(b: _Batch) -> np.ndarray:
     red = b.redundancy
     has_newer = red["newer"] > NEAR_DUP_COS
     newest = (red["ndup"] > 0) & ~has_newer
-    return np.column_stack([np.ones(b.n), red["all"], _log_count(red["ndup"]), red["newer"], red["older"],
+    return np.column_stack([np.ones(b.n), red["all"], log_count(red["ndup"]), red["newer"], red["older"],
                             has_newer, newest]).astype(np.float64)
 
 
@@ -224,11 +224,20 @@ _CTX_CLIP = 1e3  # stored attributes are caller data: bound them like every othe
 
 
 def _g_dialog(b: _Batch) -> np.ndarray:
-    # Session-context features are computed once per complete session and stored on the record
-    # (runtime.consolidate.annotate_session); recomputing them here over whatever is still held would
-    # change their meaning as neighbours get forgotten. Most records carry no attributes: skip fast.
+    # Session-context features are computed once per complete session, when it closes, and kept
+    # beside the record (the runtime passes them as ctx.session_context); recomputing them here over
+    # whatever is still held would change their meaning as neighbours get forgotten.
     out = np.zeros((b.n, len(_CTX_KEYS) + 1))
-    for i, a in enumerate(b.attributes):
+    sc = b.ctx.session_context
+    if sc is not None:
+        S = np.asarray(sc, dtype=np.float64)
+        if S.shape != (b.n, len(_CTX_KEYS)):
+            raise ValueError(f"ctx.session_context has shape {S.shape}, expected ({b.n}, {len(_CTX_KEYS)})")
+        present = ~np.isnan(S).any(axis=1)
+        out[present, :-1] = S[present]
+        out[present, -1] = 1.0
+        return np.clip(np.nan_to_num(out), -_CTX_CLIP, _CTX_CLIP)
+    for i, a in enumerate(b.attributes):  # records annotated in their attributes (older stores, dumps)
         if a and _CTX_KEYS[0] in a:
             vals = [a.get(k) for k in _CTX_KEYS]
             out[i, :-1] = [float(v) if isinstance(v, (int, float)) else 0.0 for v in vals]
@@ -250,9 +259,9 @@ _GROUPS: tuple[_Group, ...] = (
     _Group(("access_count_log", "accessed", "since_touch_hours_log"), _g_usage,
            "times recalled; ever recalled; hours since last recall (else since written)"),
     _Group(("position",), _g_position, "write-order rank within the batch, 0 = oldest … 1 = newest"),
-    _Group(tuple(f"src_{s}" for s in _SOURCE_TYPES) + tuple(f"role_{r}" for r in _DIALOG_ROLES), _g_source,
+    _Group(tuple(f"src_{s}" for s in SOURCE_TYPES) + tuple(f"role_{r}" for r in DIALOG_ROLES), _g_source,
            "provenance.type and role_context.dialog_role one-hots"),
-    _Group(("confidence",) + tuple(f"flag_{f}" for f in _FLAGS) + tuple(f"sens_{s}" for s in _SENSITIVITIES)
+    _Group(("confidence",) + tuple(f"flag_{f}" for f in FLAGS) + tuple(f"sens_{s}" for s in SENSITIVITIES)
            + ("has_expiry", "to_expiry_hours_log", "expired", "has_half_life", "freshness", "parents_log"),
            _g_metadata, "confidence, flags, sensitivity, TTL, freshness decay 0.5^(age/half-life), #parents"),
     _Group(TEXT_STAT_NAMES, _g_text, "length and lexical markers of the content (utilitynet.textstats)"),
@@ -262,8 +271,9 @@ _GROUPS: tuple[_Group, ...] = (
     _Group(("goal_sim", "has_goal", "recent_sim", "has_recent", "stage"), _g_context,
            "cosine to ctx.goal_embedding / ctx.recent_embedding (0 + bit 0 when absent); task stage"),
     _Group(tuple(f"ctx_{n}" for n in CONTEXT_NAMES) + ("ctx_present",), _g_dialog,
-           "dialog session context stored in metadata.attributes['ctx.<name>'] (utilitynet.dialog; 0 when "
-           "absent) and a bit saying it is present"),
+           "dialog session context computed when the record's session closed (utilitynet.dialog; "
+           "ctx.session_context, else metadata.attributes['ctx.<name>']; 0 when absent) and a bit saying it is "
+           "present"),
 )
 
 FEATURE_NAMES: tuple[str, ...] = tuple(name for g in _GROUPS for name in g.names)

@@ -1,5 +1,11 @@
 """Retention as a constrained optimisation: which memories to keep, under hard rules, explained.
 
+- :mod:`.solver` — the pure optimiser: :class:`RetentionProblem` -> :func:`solve` -> answer.
+- :mod:`.rules` — declarative rules over MemIR fields (YAML), compiled per decision.
+- :mod:`.policy` — :class:`RetentionPolicy` and its :class:`Triggers`: how and when a scope decides.
+- :mod:`.plan` — :class:`RetentionPlan`: the one road from records to a typed decision.
+- :mod:`.decision` — :class:`RetentionDecision`, :class:`MemoryExplanation` (pydantic).
+
 Example:
     >>> from runtime.retention import RetentionProblem, Quota, solve
     >>> p = RetentionProblem(utility=[0.9, 0.2, 0.5, -0.1], capacity=2, must_forget=[2],
@@ -8,27 +14,34 @@ Example:
     >>> r.keep.tolist(), r.explanation.reason(2).value
     ([True, True, False, False], 'must_forget')
 
-Only numpy is imported here; cvxpy and highspy are imported inside the functions that need them.
+Only numpy and pydantic are imported here; cvxpy and highspy are imported inside the functions
+that need them.
 """
 
-from .check import objective, violations
-from .dispatch import Method, solve
-from .explain import Explanation, RetentionResult
-from .problem import OnInfeasible, Quota, RetentionProblem, TaskCapacity
-from .reasons import REASON_CODES, Reason, Status
+from .decision import Action, ItemDecision, MemoryExplanation, RetentionDecision
+from .plan import RetentionPlan, approx_tokens, audit, recent_context, scoring_context
+from .policy import CapacityFn, RetentionPolicy, Triggers
+from .rules import DEFAULT_RULES, CompiledRules, RuleSet, load_rules
+from .solver import (
+    REASON_CODES,
+    Explanation,
+    Method,
+    OnInfeasible,
+    Quota,
+    Reason,
+    RetentionProblem,
+    RetentionResult,
+    Status,
+    TaskCapacity,
+    objective,
+    solve,
+    violations,
+)
 
 __all__ = [
-    "REASON_CODES",
-    "Explanation",
-    "Method",
-    "OnInfeasible",
-    "Quota",
-    "Reason",
-    "RetentionProblem",
-    "RetentionResult",
-    "Status",
-    "TaskCapacity",
-    "objective",
-    "solve",
+    "DEFAULT_RULES", "REASON_CODES", "Action", "CapacityFn", "CompiledRules", "Explanation", "ItemDecision",
+    "MemoryExplanation", "Method", "OnInfeasible", "Quota", "Reason", "RetentionDecision", "RetentionPlan",
+    "RetentionPolicy", "RetentionProblem", "RetentionResult", "RuleSet", "Status", "TaskCapacity", "Triggers",
+    "approx_tokens", "audit", "load_rules", "objective", "recent_context", "scoring_context", "solve",
     "violations",
 ]

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from runtime.cli import main
-from runtime.embed import HashEmbedder
+from runtime.encoders import HashEmbedder
 from runtime.store import MemoryStore
 
 COMMANDS = ["inspect", "retain", "explain", "snapshot", "score", "reembed", "encoder"]

@@ -36,9 +36,9 @@ print(json.dumps({{"seconds": dt, "loaded": loaded}}))
 USE = """
 for name in runtime.__all__:
     getattr(runtime, name)
-from runtime.embed import HashEmbedder
-from runtime.scorer import UtilityScorer, FakeScorer
-import runtime.retain, runtime.retention, runtime.rules, runtime.redact, runtime.assemble, runtime.batch
+from runtime.encoders import HashEmbedder
+from runtime.scoring import UtilityScorer, FakeScorer
+import runtime.retention, runtime.retention, runtime.retention.rules, runtime.record.redaction, runtime.annotate.assembler, runtime.batch
 with runtime.MemoryStore.open(":memory:", embedder=HashEmbedder(64)) as store:
     s = store.scope(user_id="u1")
     s.write_many([f"note {{i}} about the launch" for i in range(20)])
@@ -49,7 +49,7 @@ with runtime.MemoryStore.open(":memory:", embedder=HashEmbedder(64)) as store:
 
 @pytest.mark.parametrize(("modules", "use"), [
     ("runtime", ""),
-    ("runtime, runtime.scope, runtime.store, runtime.retrieval, runtime.filters, runtime.vectors, runtime.records",
+    ("runtime, runtime.store.scope, runtime.store, runtime.store.ranking, runtime.store.filters, runtime.store.sqlite.vector_cache, runtime.record.builder",
      ""),
     ("runtime", USE),
 ])

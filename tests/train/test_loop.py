@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from runtime import MemoryStore
-from runtime.embed import HashEmbedder
+from runtime.encoders import HashEmbedder
 from runtime.errors import ValidationError
-from runtime.scorer import UtilityScorer
+from runtime.scoring import UtilityScorer
 from train.config import PRESET_DIR, load_preset
 from train.loop import CHECKPOINT_FILES, run
 
@@ -59,5 +59,5 @@ def test_tiny_loop_end_to_end(tmp_path: Path) -> None:
         kept = {r.id for r in s.list()}
         assert len(kept) == 10 and set(d.kept) == kept
         assert any(r.content.startswith("Always") for r in s.list())  # must-keep held
-        u = [it["model_utility"] for it in d.items.values()]
+        u = [it.model_utility for it in d.items.values()]
         assert np.all(np.isfinite(u)) and min(u) >= 0.0 and max(u) <= 1.0

@@ -11,7 +11,7 @@ from itertools import pairwise
 import pytest
 
 from runtime.errors import ValidationError
-from runtime.memir import Flag, MemIR
+from runtime.record import Flag, MemIR
 from train.simulate import (
     FAMILY_NAMES,
     SECRET_PATTERN,
@@ -254,7 +254,7 @@ def test_secrets_have_ttl_and_a_secret_string(episodes: list[Episode]) -> None:
 
 
 def test_runtime_redaction_catches_every_secret_and_only_secrets(episodes: list[Episode]) -> None:
-    redact = pytest.importorskip("runtime.redact").redact
+    redact = pytest.importorskip("runtime.record.redaction").redact
     for ep in episodes[:6]:
         for e in ep.events:
             level = redact(e.content).sensitivity.value

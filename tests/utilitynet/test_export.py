@@ -12,7 +12,7 @@ import onnxruntime as ort
 import pytest
 import torch
 
-from runtime.memir import Flag
+from runtime.record import Flag
 from tests.conftest import word_records  # noqa: E402
 from utilitynet.context import ScoringContext
 from utilitynet.export import ParityError, check_parity, export_onnx, read_metadata

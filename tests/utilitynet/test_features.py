@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import utilitynet.redundancy as R
-from runtime.memir import Flag, MemIR, Metadata, Provenance, RoleContext, Usage
+from runtime.record import Flag, MemIR, Metadata, Provenance, RoleContext, Usage
 from utilitynet.context import ScoringContext
 from utilitynet.dialog import CONTEXT_NAMES
 from utilitynet.features import (

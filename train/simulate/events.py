@@ -1,6 +1,6 @@
 """Typed events, questions and episodes, with the ground truth kept apart from what an agent sees.
 
-An :class:`Event` carries everything needed to build a :class:`runtime.memir.MemIR` record
+An :class:`Event` carries everything needed to build a :class:`runtime.record.MemIR` record
 (:meth:`Event.to_memir`) plus a :class:`Truth` that only hindsight labelling and evaluation may read:
 the policy, the features and the store never see it (``to_memir`` does not copy it).
 
@@ -17,7 +17,7 @@ from enum import StrEnum
 from functools import cached_property
 from typing import Any
 
-from runtime.memir import DialogRole, Flag, MemIR, Metadata, Provenance, RoleContext, SourceType
+from runtime.record import DialogRole, Flag, MemIR, Metadata, Provenance, RoleContext, SourceType
 
 from .text import Split
 

@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 
 import numpy as np
 
-from runtime.memir import DialogRole, Flag, SourceType
+from runtime.record import DialogRole, Flag, SourceType
 
 from .events import Episode, Event, Kind, Question, Truth
 from .families import FamilySpec, RuleSpec, SlotSpec

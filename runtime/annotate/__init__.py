@@ -1,0 +1,12 @@
+"""Annotation of new memories from the agent's context: roles, session boundaries, extraction of
+candidates from LLM output, and the session context features stored when a session closes."""
+
+from .assembler import AgentContext, AssemblerConfig, Assembly, ContextAssembler
+from .consolidate import session_features
+from .extract import Candidate, extract_candidates
+from .roles import RoleClassifier, RoleConfig, RoleDecision
+from .sessions import SessionConfig, SessionDecision, SessionState, SessionTracker
+
+__all__ = ["AgentContext", "AssemblerConfig", "Assembly", "Candidate", "ContextAssembler", "RoleClassifier",
+           "RoleConfig", "RoleDecision", "SessionConfig", "SessionDecision", "SessionState", "SessionTracker",
+           "session_features", "extract_candidates"]

@@ -1,0 +1,122 @@
+"""Sentence encoders behind one small protocol.
+
+The store never cares which encoder made a vector beyond its ``encoder_id`` (kept beside every
+vector, so a change of encoder is detected and ``memir reembed`` can fix it — seed 001 pitfall 3).
+
+- :class:`HashEmbedder` — a deterministic, dependency-free test double (hashed word and character
+  n-grams). Good enough for tests and for lexical similarity; not a semantic model.
+- ``runtime.encoders.OnnxEncoder`` — all-MiniLM-L6-v2 run with onnxruntime + ``tokenizers``: the
+  production default, no torch at run time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from ..errors import VectorError
+
+__all__ = ["Embedder", "HashEmbedder", "check_vector", "l2_normalize"]
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Anything that turns texts into L2-normalised float32 vectors of a fixed dimension."""
+
+    @property
+    def encoder_id(self) -> str:
+        """Stable id of the encoder (name + revision); stored with every vector."""
+        ...
+
+    @property
+    def dim(self) -> int:
+        """Vector dimension."""
+        ...
+
+    def encode(self, texts: Sequence[str], *, batch_size: int = 64) -> np.ndarray:
+        """Return an ``(len(texts), dim)`` float32 array of unit-norm rows."""
+        ...
+
+
+def l2_normalize(x: np.ndarray) -> np.ndarray:
+    """Row-normalise ``x`` to unit L2 norm (zero rows stay zero), as float32."""
+    x = np.asarray(x, dtype=np.float32)
+    n = np.linalg.norm(x, axis=-1, keepdims=True)
+    return (x / np.maximum(n, 1e-12)).astype(np.float32)
+
+
+_WORD = re.compile(r"[a-z0-9]+")
+
+
+class HashEmbedder:
+    """Deterministic hashed bag of words + character trigrams (a test double, no model needed).
+
+    Args:
+        dim: output dimension.
+        seed: salt for the hash, so two instances with different seeds disagree.
+    """
+
+    def __init__(self, dim: int = 64, seed: int = 0) -> None:
+        if dim < 8:
+            raise ValueError("HashEmbedder.dim must be >= 8")
+        self._dim = dim
+        self._seed = seed
+
+    @property
+    def encoder_id(self) -> str:
+        return f"hash-{self._dim}-s{self._seed}"
+
+    @property
+    def dim(self) -> int:
+        return self._dim
+
+    def _bucket(self, token: str) -> tuple[int, float]:
+        h = hashlib.blake2b(f"{self._seed}:{token}".encode(), digest_size=8).digest()
+        v = int.from_bytes(h, "little")
+        return v % self._dim, (1.0 if (v >> 40) & 1 else -1.0)
+
+    def encode(self, texts: Sequence[str], *, batch_size: int = 64) -> np.ndarray:
+        out = np.zeros((len(texts), self._dim), dtype=np.float32)
+        for i, t in enumerate(texts):
+            words = _WORD.findall(t.lower())
+            feats = words + [w[j:j + 3] for w in words for j in range(max(1, len(w) - 2))]
+            if not feats:  # no letters or digits ("!!!", emoji): hash the raw characters instead
+                feats = list(t) or ["<empty>"]
+            for tok in feats:
+                b, s = self._bucket(tok)
+                out[i, b] += s
+        return l2_normalize(out)
+
+
+def check_vector(embedding: object, embedder: Embedder) -> np.ndarray:
+    """Validate a caller-supplied vector for ``embedder`` and return it unit-normalised (float32).
+
+    The vector must have the encoder's dimension, be finite *as float32* (``1e38`` overflows) and
+    have a direction (non-zero norm).
+
+    Raises:
+        VectorError: naming ``embedding`` and what is wrong with it.
+    """
+    try:
+        v = np.asarray(embedding, dtype=np.float64).reshape(-1)
+    except (TypeError, ValueError) as e:
+        raise VectorError(f"embedding is not a numeric vector: {e}", field="embedding") from e
+    if v.shape[0] != embedder.dim:
+        raise VectorError(f"embedding has dimension {v.shape[0]}, the store's encoder {embedder.encoder_id!r} "
+                          f"makes {embedder.dim}", field="embedding")
+    if not np.all(np.isfinite(v)):
+        raise VectorError("embedding contains NaN or inf", field="embedding")
+    if np.abs(v).max(initial=0.0) > np.finfo(np.float32).max:
+        raise VectorError("embedding has values beyond float32's range (about 3.4e38)", field="embedding")
+    n = float(np.linalg.norm(v))
+    if not np.isfinite(n) or n < 1e-12:
+        raise VectorError("embedding is all zeros (no direction to compare)", field="embedding")
+    v32 = v.astype(np.float32)
+    n32 = np.linalg.norm(v32)
+    if np.isfinite(n32) and n32 > 0:  # normalise in float32, like the encoders do
+        return (v32 / n32).astype(np.float32)
+    return (v / n).astype(np.float32)  # float32's norm overflows (|x| ~ 1e38): do it in float64

@@ -1,0 +1,328 @@
+"""The one record builder: caller fields -> a validated, redacted :class:`MemIR`.
+
+Every memory that reaches a store goes through :class:`RecordBuilder`, whoever writes it
+(``Scope.write``, ``write_many``, corrections, the context assembler, imports of dumps). It runs in
+two steps so an annotator can look at the *redacted* text in between:
+
+1. :meth:`RecordBuilder.draft` — field names checked, content length checked, **redaction** of the
+   content and of every free-text side field (tags, attribute keys and values, source entity, URI
+   and version, trigger, tone, role names), sensitivity = max(declared, found), confidence defaulted
+   per source type, urgency markers flagged. Nothing after this step sees raw text.
+2. :meth:`RecordBuilder.finish` — the tenant ids, the session and the role (decided by the caller or
+   an annotator) are added and the nested record is validated once by MemIR itself, so an error
+   names the full path (``metadata.tags.0``).
+
+A record is redacted exactly once: :class:`Draft` carries the redacted text, and
+:meth:`RecordBuilder.rebuild` revalidates an already-built record (a dump, a ``MemIR`` passed to
+``write``) — redaction is idempotent, so a second pass changes nothing but costs time; the
+assembler's output (``Assembly``) is written as is.
+
+Example:
+    >>> b = RecordBuilder()
+    >>> rec = b.build("Mail bob@example.com ASAP", {"tags": ["ops"]}, user_id="u1", agent_id="default")
+    >>> rec.content, rec.metadata.sensitivity.value, [f.value for f in rec.metadata.flags]
+    ('Mail [EMAIL] ASAP', 'pii', ['urgent'])
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Literal
+
+from pydantic import ValidationError as PydanticValidationError
+
+from ..errors import ContentTooLargeError, ValidationError
+from .fields import FIELD_GROUPS, check_field_names
+from .memir import DialogRole, Flag, MemIR, Sensitivity, SourceType, new_id, utcnow
+from .redaction import Finding, RedactionKind, Redactor
+
+__all__ = ["DEFAULT_CONFIDENCE", "DEFAULT_URGENCY_PATTERNS", "Draft", "RecordBuilder", "RecordConfig",
+           "flatten"]
+
+# Seed 000 §3.1: data from an authoritative API ~0.99, a model's guess ~0.7. Per source type:
+DEFAULT_CONFIDENCE: Mapping[SourceType, float] = MappingProxyType({
+    # The environment reporting its own state (tool status, errors, rewards) is ground truth about it.
+    SourceType.system_feedback: 0.99,
+    # Authoritative about the user's own wishes and facts, but can be misheard, vague or revised.
+    SourceType.direct_interaction: 0.95,
+    # Documents/APIs are reliable but may be stale or low-authority; pass confidence= per source.
+    SourceType.external_ingest: 0.9,
+    # The agent's own inference or summary: a guess until confirmed.
+    SourceType.derived_inference: 0.7,
+})
+
+DEFAULT_URGENCY_PATTERNS: tuple[str, ...] = (
+    r"\burgent(?:ly)?\b", r"\basap\b", r"\bimmediately\b", r"\bright (?:away|now)\b", r"\bas soon as possible\b",
+    r"\bemergency\b", r"\bcritical\b", r"\bdeadline\b", r"\bby (?:today|tonight|tomorrow|eod|end of (?:the )?day)\b",
+    r"\b(?:do not|don't|never) forget\b", r"\bmust\b", r"!{2,}", "紧急", "尽快", "立刻", "马上", "务必", "必须",
+)
+
+# Seed 000 §3.1 annotates the trigger ("user_query"); over-annotate rather than leave it empty.
+_DEFAULT_TRIGGER = {DialogRole.user: "user_message", DialogRole.agent: "agent_message",
+                    DialogRole.tool: "tool_result", DialogRole.system: "system_message"}
+
+# Free-text side fields redacted like the content (ids are tenant/scoping keys and plain tokens).
+_TEXT_FIELDS = ("source_entity", "trigger", "source_uri", "source_version", "tone", "active_role", "sub_role")
+
+LongContent = Literal["reject", "excerpt"]
+
+
+@dataclass(frozen=True)
+class RecordConfig:
+    """How records are built.
+
+    Attributes:
+        redact: replace secrets and personal data before anything is stored (strongly recommended).
+        redaction_disable: redaction kinds to leave alone (e.g. ``("ip",)``).
+        max_content_chars: longest content kept (characters, after redaction).
+        long_content: what happens to longer content: ``"reject"`` raises
+            ``ContentTooLargeError`` before any work; ``"excerpt"`` keeps the first two thirds and
+            the last third of the limit around a ``[… N characters omitted …]`` marker and records
+            the full length in ``attributes["content_chars"]``.
+        default_confidence: confidence in [0, 1] per source type when the caller gives none.
+        urgency_patterns: case-insensitive regexes whose presence sets ``Flag.urgent``.
+        inference_requires_parents: refuse ``derived_inference`` without ``derived_from``.
+    """
+
+    redact: bool = True
+    redaction_disable: tuple[str, ...] = ()
+    max_content_chars: int = 16_000
+    long_content: LongContent = "reject"
+    default_confidence: Mapping[Any, float] = field(default_factory=lambda: DEFAULT_CONFIDENCE)
+    urgency_patterns: tuple[str, ...] = DEFAULT_URGENCY_PATTERNS
+    inference_requires_parents: bool = False
+
+    def __post_init__(self) -> None:
+        p: list[tuple[str, str]] = []
+        if self.max_content_chars < 64:
+            p.append(("max_content_chars", f"must be >= 64, got {self.max_content_chars}"))
+        if self.long_content not in ("reject", "excerpt"):
+            p.append(("long_content", f"must be 'reject' or 'excerpt', got {self.long_content!r}"))
+        merged = dict(DEFAULT_CONFIDENCE)
+        for k, v in self.default_confidence.items():
+            if k not in {s.value for s in SourceType}:
+                p.append((f"default_confidence[{k!r}]", f"unknown source type; valid: {[s.value for s in SourceType]}"))
+            elif isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.0 <= float(v) <= 1.0:
+                p.append((f"default_confidence[{k!r}]", f"must be a number in [0, 1], got {v!r}"))
+            else:
+                merged[SourceType(k)] = float(v)
+        for i, pat in enumerate(self.urgency_patterns):
+            try:
+                re.compile(pat)
+            except (re.error, TypeError) as e:
+                p.append((f"urgency_patterns[{i}]", f"not a valid regular expression: {e}"))
+        for i, kind in enumerate(self.redaction_disable):
+            if kind not in {k.value for k in RedactionKind}:
+                p.append((f"redaction_disable[{i}]", f"unknown kind {kind!r}; valid: {[k.value for k in RedactionKind]}"))
+        if p:
+            raise ValidationError.from_problems("RecordConfig", p)
+        object.__setattr__(self, "default_confidence", MappingProxyType(merged))
+        object.__setattr__(self, "urgency_patterns", tuple(self.urgency_patterns))
+
+
+@dataclass(frozen=True)
+class Draft:
+    """A memory after step 1: names checked, everything redacted, defaults filled.
+
+    Attributes:
+        text: the redacted content (what every later step sees).
+        fields: the flat write fields, free text redacted, defaults applied (no session/role yet
+            unless the caller gave them).
+        findings: what redaction replaced, merged over content and side fields (kind and count).
+        sensitivity: max(declared, found).
+        confidence_source: ``"declared"`` by the caller or the source type's ``"default"``.
+        defaults: whether defaults were filled in (a new memory) or not (a whole record rebuilt).
+    """
+
+    text: str
+    fields: dict[str, Any]
+    findings: tuple[Finding, ...]
+    sensitivity: Sensitivity
+    confidence_source: Literal["declared", "default"]
+    defaults: bool = True
+
+
+class RecordBuilder:
+    """Builds validated, redacted records (see the module docstring). Thread-safe, stateless.
+
+    Args:
+        config: the :class:`RecordConfig`.
+    """
+
+    def __init__(self, config: RecordConfig | None = None) -> None:
+        self.config = config or RecordConfig()
+        self._redactor = Redactor(disable=self.config.redaction_disable) if self.config.redact else None
+        pats = self.config.urgency_patterns
+        self._urgent = re.compile("|".join(f"(?:{p})" for p in pats), re.IGNORECASE) if pats else None
+
+    # ------------------------------------------------------------------ step 1
+    def draft(self, content: Any, fields: Mapping[str, Any], *, where: str = "", defaults: bool = True) -> Draft:
+        """Check names, redact, fill defaults (with ``defaults``). Raises ``ValidationError`` naming the field."""
+        if not isinstance(content, str) or not content.strip():
+            raise ValidationError(f"{where}content must be a non-empty string", field="content")
+        if "\x00" in content:
+            raise ValidationError(f"{where}content must not contain NUL characters", field="content")
+        check_field_names(fields, where=where)
+        f = dict(fields)
+        text, found = self._redact_text(content)
+        findings: list[Finding] = list(found)
+        for name in _TEXT_FIELDS:
+            v = f.get(name)
+            if isinstance(v, str):
+                f[name], fs = self._redact_text(v)
+                findings += fs
+        if f.get("tags"):
+            tags = []
+            for t in f["tags"]:
+                t2, fs = self._redact_text(t) if isinstance(t, str) else (t, ())
+                tags.append(t2)
+                findings += fs
+            f["tags"] = tags
+        if f.get("attributes"):
+            attrs: dict[Any, Any] = {}
+            for k, v in dict(f["attributes"]).items():
+                k2, fs = self._redact_text(k) if isinstance(k, str) else (k, ())
+                findings += fs
+                if isinstance(v, str):
+                    v, fs = self._redact_text(v)
+                    findings += fs
+                attrs[k2] = v
+            f["attributes"] = attrs
+        text = self._fit_length(text, f, where)
+        merged = _merge(findings)
+        declared = _enum(Sensitivity, f.get("sensitivity", Sensitivity.none), "metadata.sensitivity", where)
+        sensitivity = Sensitivity.highest(declared, *(x.kind.sensitivity for x in merged))
+        f["sensitivity"] = sensitivity
+        stype = _enum(SourceType, f.get("source_type", SourceType.direct_interaction), "provenance.type", where)
+        f["source_type"] = stype
+        drole = _enum(DialogRole, f.get("dialog_role", DialogRole.user), "role_context.dialog_role", where)
+        f["dialog_role"] = drole
+        declared_conf = f.get("confidence") is not None
+        if not declared_conf:
+            f["confidence"] = self.config.default_confidence[stype]
+        if defaults and not f.get("trigger"):
+            f["trigger"] = _DEFAULT_TRIGGER[drole]
+        if defaults and self._urgent is not None and self._urgent.search(text):
+            flags = list(f.get("flags") or [])
+            if Flag.urgent not in flags and "urgent" not in flags:
+                f["flags"] = flags + [Flag.urgent]
+        if f.get("derived_from"):
+            f["derived_from"] = list(dict.fromkeys(f["derived_from"]))
+        if f.get("supersedes") is not None:
+            attrs = dict(f.get("attributes") or {})
+            attrs["supersedes"] = f["supersedes"]
+            f["attributes"] = attrs
+        if (stype is SourceType.derived_inference and self.config.inference_requires_parents
+                and not f.get("derived_from")):
+            raise ValidationError(f"{where}derived_inference needs derived_from (the ids it rests on): pass "
+                                  "derived_from=[...] or set inference_requires_parents=False",
+                                  field="provenance.derived_from")
+        return Draft(text, f, merged, sensitivity, "declared" if declared_conf else "default", defaults)
+
+    # ------------------------------------------------------------------ step 2
+    def finish(self, draft: Draft, *, user_id: str, agent_id: str, where: str = "", **decided: Any) -> MemIR:
+        """Add the tenant ids and any decided fields (``session_id``, ``active_role``, ``sub_role``,
+        ``timestamp``...) and validate the record once. Raises ``ValidationError`` naming the path."""
+        f = {**draft.fields, **{k: v for k, v in decided.items() if v is not None}}
+        body: dict[str, Any] = {"id": f.pop("id", None) or new_id(), "content": draft.text,
+                                "created_at": f.pop("created_at", None) or utcnow()}
+        f.pop("supersedes", None)
+        groups: dict[str, dict[str, Any]] = {"provenance": {"user_id": user_id, "agent_id": agent_id},
+                                             "role_context": {}, "metadata": {}, "usage": {}}
+        for k, v in f.items():
+            g, name = FIELD_GROUPS[k]
+            if v is not None or g in ("provenance", "role_context", "usage"):
+                groups[g][name] = v
+        if draft.defaults and groups["provenance"].get("source_entity") is None:
+            groups["provenance"]["source_entity"] = _default_entity(f.get("dialog_role"), user_id, agent_id)
+        if groups["role_context"].get("active_role") is None:
+            groups["role_context"].pop("active_role", None)
+        body.update(groups)
+        try:
+            return MemIR.model_validate(body)
+        except PydanticValidationError as e:
+            raise ValidationError.from_pydantic(e, what=f"{where}memory") from e
+
+    def build(self, content: Any, fields: Mapping[str, Any], *, user_id: str, agent_id: str,
+              where: str = "") -> MemIR:
+        """:meth:`draft` then :meth:`finish` with nothing decided in between."""
+        return self.finish(self.draft(content, fields, where=where), user_id=user_id, agent_id=agent_id, where=where)
+
+    def rebuild(self, record: MemIR, *, user_id: str, agent_id: str, where: str = "") -> MemIR:
+        """Revalidate an existing record for this scope (a dump line, a ``MemIR`` given to ``write``).
+
+        Raises:
+            ValidationError: its tenant fields name another scope, or any field is invalid.
+        """
+        for key, mine in (("user_id", user_id), ("agent_id", agent_id)):
+            given = getattr(record.provenance, key)
+            if given != mine:
+                raise ValidationError(
+                    f"{where}provenance.{key}={given!r} does not match this scope ({mine!r}); "
+                    f"write through store.scope({key}={given!r}) instead", field=f"provenance.{key}")
+        content, fields = flatten(record)
+        draft = self.draft(content, fields, where=where, defaults=False)  # a whole record: redact, add nothing
+        return self.finish(draft, user_id=user_id, agent_id=agent_id, where=where)
+
+    # ------------------------------------------------------------------ helpers
+    def _redact_text(self, text: str) -> tuple[str, tuple[Finding, ...]]:
+        if self._redactor is None:
+            return text, ()
+        r = self._redactor.redact(text)
+        return r.text, r.findings
+
+    def _fit_length(self, text: str, f: dict[str, Any], where: str) -> str:
+        limit = self.config.max_content_chars
+        if len(text) <= limit:
+            return text
+        if self.config.long_content == "reject":
+            raise ContentTooLargeError(
+                f"{where}content is {len(text)} characters; the limit is {limit} "
+                "(RecordConfig.max_content_chars) — split it, summarise it, or set "
+                "RecordConfig(long_content='excerpt')", field="content")
+        marker = f" [… {len(text) - limit} characters omitted …] "
+        room = max(limit - len(marker), 0)
+        head, tail = room * 2 // 3, room - room * 2 // 3
+        attrs = dict(f.get("attributes") or {})
+        attrs["content_chars"] = len(text)
+        f["attributes"] = attrs
+        return text[:head] + marker + (text[-tail:] if tail else "")
+
+
+def flatten(record: MemIR) -> tuple[str, dict[str, Any]]:
+    """``(content, flat write fields)`` of a record — the inverse of :meth:`RecordBuilder.finish`."""
+    p, rc, md, u = record.provenance, record.role_context, record.metadata, record.usage
+    fields: dict[str, Any] = {
+        "id": record.id, "created_at": record.created_at, "source_type": p.type, "session_id": p.session_id,
+        "timestamp": p.timestamp, "source_entity": p.source_entity, "trigger": p.trigger,
+        "derived_from": list(p.derived_from), "source_uri": p.source_uri, "source_version": p.source_version,
+        "active_role": rc.active_role, "sub_role": rc.sub_role, "dialog_role": rc.dialog_role, "tone": rc.tone,
+        "task_id": rc.task_id, "confidence": md.confidence, "freshness_half_life": md.freshness_half_life,
+        "expires_at": md.expires_at, "tags": list(md.tags), "related": list(md.related),
+        "sensitivity": md.sensitivity, "flags": list(md.flags), "attributes": dict(md.attributes),
+        "access_count": u.access_count, "last_accessed_at": u.last_accessed_at, "utility": u.utility,
+        "retention_reason": u.retention_reason,
+    }
+    return record.content, fields
+
+
+def _merge(findings: list[Finding]) -> tuple[Finding, ...]:
+    counts: dict[RedactionKind, int] = {}
+    for f in findings:
+        counts[f.kind] = counts.get(f.kind, 0) + f.count
+    return tuple(Finding(k, counts[k]) for k in RedactionKind if k in counts)
+
+
+def _enum(cls: Any, value: Any, name: str, where: str) -> Any:
+    try:
+        return cls(value)
+    except ValueError:
+        raise ValidationError(f"{where}{name}: {value!r} is not one of {[m.value for m in cls]}", field=name) from None
+
+
+def _default_entity(role: Any, user_id: str, agent_id: str) -> str | None:
+    # The user and the agent are known from the scope; a tool should be named by the caller.
+    return {DialogRole.user: user_id, DialogRole.agent: agent_id, DialogRole.system: "system"}.get(role)

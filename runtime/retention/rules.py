@@ -1,0 +1,321 @@
+"""Declarative retention rules over MemIR fields, loadable from YAML (seed 001 §2.1 "行为可约束").
+
+A rule set compiles, for one list of records, into the hard-rule pieces of a
+:class:`runtime.retention.RetentionProblem` (must-keep, must-forget, implications, exclusions,
+:class:`~runtime.retention.Quota` groups) plus per-item utility bonuses — every piece carrying the
+rule's name, so a decision or an infeasibility error can say which rule did it. A must-forget rule
+also says what happens to the item: ``delete`` (expired TTL, used secrets) or ``archive`` (a
+superseded version: gone from working memory, kept in the history).
+
+Corrections win: ``excludes: {relation: supersedes, prefer: newer}`` (in the defaults) makes the
+superseded side of every pair present in a decision a must-forget-to-archive item, so the newer
+version is kept over the original at every capacity — never left to the utilities.
+
+Example YAML::
+
+    must_keep:
+      - {name: core instructions, when: {flags: [core_instruction]}}
+    must_forget:
+      - {name: expired TTL, when: {expired: true}}
+      - {name: secrets after use, when: {sensitivity: [secret], flags: [used]}}
+    implies:
+      - {name: budget needs deadline, if: {tags: [budget]}, then: {tags: [deadline]}, same_tag_prefix: "project:"}
+    excludes:
+      - {name: superseded versions, relation: supersedes, prefer: newer}
+    quotas:
+      - {name: few tool results, when: {dialog_roles: [tool]}, max: 5}
+    bonuses:
+      - {name: urgent, when: {flags: [urgent]}, add: 0.2}
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ValidationError as PydanticValidationError
+
+from ..errors import ValidationError
+from ..record.memir import DialogRole, Flag, Label, MemIR, Sensitivity, SourceType
+from .solver import Quota
+
+__all__ = ["Match", "RuleSet", "CompiledRules", "DEFAULT_RULES", "ForgetAction", "load_rules"]
+
+ForgetAction = Literal["delete", "archive"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class Match(_Strict):
+    """A predicate over one record; every given field must hold (AND); list fields are any-of,
+    except ``flags`` which must all be present."""
+
+    flags: list[Flag] | None = None
+    tags: list[Label] | None = None
+    tag_prefix: str | None = None
+    source_types: list[SourceType] | None = None
+    dialog_roles: list[DialogRole] | None = None
+    roles: list[Label] | None = None
+    sub_roles: list[Label] | None = None
+    sensitivity: list[Sensitivity] | None = None
+    expired: bool | None = None
+    min_confidence: float | None = Field(default=None, ge=0, le=1)
+    max_confidence: float | None = Field(default=None, ge=0, le=1)
+    attributes: dict[str, Any] | None = None
+    content_regex: str | None = None
+
+    @model_validator(mode="after")
+    def _regex_compiles(self) -> "Match":
+        if self.content_regex is not None:
+            try:
+                re.compile(self.content_regex)
+            except re.error as e:
+                raise ValueError(f"content_regex does not compile: {e}") from e
+        return self
+
+    def __call__(self, r: MemIR, now: datetime) -> bool:
+        m = r.metadata
+        if self.flags is not None and not set(self.flags) <= set(m.flags):
+            return False
+        if self.tags is not None and not set(self.tags) & set(m.tags):
+            return False
+        if self.tag_prefix is not None and not any(t.startswith(self.tag_prefix) for t in m.tags):
+            return False
+        if self.source_types is not None and r.provenance.type not in self.source_types:
+            return False
+        if self.dialog_roles is not None and r.role_context.dialog_role not in self.dialog_roles:
+            return False
+        if self.roles is not None and r.role_context.active_role not in self.roles:
+            return False
+        if self.sub_roles is not None and r.role_context.sub_role not in self.sub_roles:
+            return False
+        if self.sensitivity is not None and m.sensitivity not in self.sensitivity:
+            return False
+        if self.expired is not None and r.is_expired(now) != self.expired:
+            return False
+        if self.min_confidence is not None and m.confidence < self.min_confidence:
+            return False
+        if self.max_confidence is not None and m.confidence > self.max_confidence:
+            return False
+        if self.attributes is not None and any(m.attributes.get(k) != v for k, v in self.attributes.items()):
+            return False
+        if self.content_regex is not None and not re.search(self.content_regex, r.content):
+            return False
+        return True
+
+
+class ItemRule(_Strict):
+    """A must-keep or must-forget rule. ``action`` (must-forget only): ``delete`` removes the item,
+    ``archive`` moves it out of working memory into the archive tier."""
+
+    name: str
+    when: Match
+    action: ForgetAction = "delete"
+
+
+class ImpliesRule(_Strict):
+    """keep(a) ⇒ keep(b) for a matching ``if`` and b matching ``then`` that share a tag with
+    ``same_tag_prefix`` (e.g. the same ``project:orion``) or the same ``same_attribute`` value."""
+
+    name: str
+    if_: Match = Field(alias="if")
+    then: Match
+    same_tag_prefix: str | None = None
+    same_attribute: str | None = None
+
+
+class ExcludesRule(_Strict):
+    """Not both: ``relation: supersedes`` pairs a record whose ``attributes.supersedes`` is another's id
+    with that record; ``same_attribute: K`` excludes every pair sharing attribute K (at most one kept).
+
+    ``prefer: newer`` (supersedes only) decides the pair instead of the utilities: the superseded
+    record is archived whenever its successor is present."""
+
+    name: str
+    relation: Literal["supersedes"] | None = None
+    same_attribute: str | None = None
+    prefer: Literal["utility", "newer"] = "utility"
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> "ExcludesRule":
+        if (self.relation is None) == (self.same_attribute is None):
+            raise ValueError("give exactly one of relation or same_attribute")
+        if self.prefer == "newer" and self.relation != "supersedes":
+            raise ValueError("prefer: newer needs relation: supersedes (which record is newer is that relation)")
+        return self
+
+
+class QuotaRule(_Strict):
+    name: str
+    when: Match
+    min: int = Field(default=0, ge=0)
+    max: int | None = Field(default=None, ge=0)
+
+
+class BonusRule(_Strict):
+    name: str
+    when: Match
+    add: float = 0.0
+
+
+class RuleSet(_Strict):
+    """Every rule kind, each a list of named rules."""
+
+    must_keep: list[ItemRule] = Field(default_factory=list)
+    must_forget: list[ItemRule] = Field(default_factory=list)
+    implies: list[ImpliesRule] = Field(default_factory=list)
+    excludes: list[ExcludesRule] = Field(default_factory=list)
+    quotas: list[QuotaRule] = Field(default_factory=list)
+    bonuses: list[BonusRule] = Field(default_factory=list)
+
+    def compile(self, records: Sequence[MemIR], now: datetime) -> "CompiledRules":
+        """Evaluate the rules on ``records`` (indices refer to positions in that list)."""
+        c = CompiledRules(bonus=[0.0] * len(records), bonus_reasons=[[] for _ in records])
+        for rule in self.must_forget:  # forget first: on overlap a must-forget wins the name slot
+            for i, r in enumerate(records):
+                if rule.when(r, now) and i not in c.must_forget:
+                    c.must_forget[i] = rule.name
+                    c.forget_action[i] = rule.action
+        for rule in self.must_keep:
+            for i, r in enumerate(records):
+                if rule.when(r, now):
+                    c.must_keep.setdefault(i, rule.name)
+        for ir in self.implies:
+            a_idx = [i for i, r in enumerate(records) if ir.if_(r, now)]
+            b_idx = [i for i, r in enumerate(records) if ir.then(r, now)]
+            key = _grouper(records, ir.same_tag_prefix, ir.same_attribute)
+            for a in a_idx:
+                ka = key(a)
+                for b in b_idx:
+                    if a != b and (ka & key(b)):
+                        c.implies.append((a, b, f"{ir.name} ({records[a].id}⇒{records[b].id})"))
+        for er in self.excludes:
+            if er.relation == "supersedes":
+                pos = {r.id: i for i, r in enumerate(records)}
+                for i, r in enumerate(records):
+                    old = r.metadata.attributes.get("supersedes")
+                    if not (isinstance(old, str) and old in pos and pos[old] != i):
+                        continue
+                    j, name = pos[old], f"{er.name} ({r.id} supersedes {old})"
+                    if er.prefer == "newer":
+                        if j not in c.must_forget:
+                            c.must_forget[j] = name
+                            c.forget_action[j] = "archive"
+                    else:
+                        c.excludes.append((i, j, name))
+            else:
+                groups: dict[Any, list[int]] = defaultdict(list)
+                for i, r in enumerate(records):
+                    v = r.metadata.attributes.get(str(er.same_attribute))
+                    if v is not None:
+                        groups[v].append(i)
+                for v, members in groups.items():
+                    for x in range(len(members)):
+                        for y in range(x + 1, len(members)):
+                            c.excludes.append((members[x], members[y], f"{er.name} ({er.same_attribute}={v})"))
+        for q in self.quotas:
+            members = [i for i, r in enumerate(records) if q.when(r, now)]
+            if members:
+                c.quotas.append(Quota(members=members, min=q.min, max=q.max, name=q.name))
+        for bonus in self.bonuses:
+            for i, r in enumerate(records):
+                if bonus.when(r, now):
+                    c.bonus[i] += bonus.add
+                    c.bonus_reasons[i].append((bonus.name, bonus.add))
+        return c
+
+
+def _grouper(records: Sequence[MemIR], prefix: str | None, attr: str | None) -> Any:
+    def key(i: int) -> set[Any]:
+        r = records[i]
+        if prefix is not None:
+            return {t for t in r.metadata.tags if t.startswith(prefix)}
+        if attr is not None:
+            v = r.metadata.attributes.get(attr)
+            return set() if v is None else {v}
+        return {"*"}  # no grouping: every a implies every b
+    return key
+
+
+class CompiledRules(BaseModel):
+    """Rule pieces for one record list (indices into it), with names.
+
+    Attributes:
+        must_keep, must_forget: item index -> rule name.
+        forget_action: item index -> ``delete`` | ``archive`` for every must-forget item.
+        implies, excludes: ``(a, b, name)`` pairs.
+        quotas: :class:`~runtime.retention.Quota` groups.
+        bonus: utility added per item; bonus_reasons: ``(rule name, amount)`` per item.
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    must_keep: dict[int, str] = Field(default_factory=dict)
+    must_forget: dict[int, str] = Field(default_factory=dict)
+    forget_action: dict[int, ForgetAction] = Field(default_factory=dict)
+    implies: list[tuple[int, int, str]] = Field(default_factory=list)
+    excludes: list[tuple[int, int, str]] = Field(default_factory=list)
+    quotas: list[Quota] = Field(default_factory=list)
+    bonus: list[float] = Field(default_factory=list)
+    bonus_reasons: list[list[tuple[str, float]]] = Field(default_factory=list)
+
+
+DEFAULT_RULES = RuleSet(
+    must_keep=[ItemRule(name="core instruction", when=Match(flags=[Flag.core_instruction])),
+               ItemRule(name="user-confirmed", when=Match(flags=[Flag.user_confirmed])),
+               ItemRule(name="pinned", when=Match(flags=[Flag.pinned]))],
+    must_forget=[ItemRule(name="expired TTL", when=Match(expired=True)),
+                 ItemRule(name="secret after use", when=Match(sensitivity=[Sensitivity.secret], flags=[Flag.used]))],
+    excludes=[ExcludesRule(name="superseded version", relation="supersedes", prefer="newer")],
+)
+"""Core instructions, user-confirmed and pinned memories are kept; expired TTLs and used secrets are
+deleted; a superseded version is archived whenever its correction is present."""
+
+
+def load_rules(source: str | Path | dict[str, Any]) -> RuleSet:
+    """Load a :class:`RuleSet` from a YAML file path, YAML text or a dict.
+
+    Raises:
+        ValidationError: naming the rule and field that is wrong (e.g. ``must_keep.0.when.flags.0``).
+    """
+    import yaml
+
+    if isinstance(source, dict):
+        data = source
+    else:
+        text = _rules_text(source)
+        try:
+            data = yaml.safe_load(text) or {}
+        except yaml.YAMLError as e:
+            raise ValidationError(f"rules are not valid YAML: {e}", field="rules") from e
+    if not isinstance(data, dict):
+        raise ValidationError("rules must be a mapping of rule kinds (must_keep, must_forget, ...)", field="rules")
+    try:
+        return RuleSet.model_validate(data)
+    except PydanticValidationError as e:
+        raise ValidationError.from_pydantic(e, what="rules") from e
+
+
+def _rules_text(source: str | Path) -> str:
+    """A path is read (and must exist and be a file); a string with a newline or a ``:`` is YAML
+    text; anything else is taken as a path the caller misspelt, and refused by name."""
+    if isinstance(source, Path) or ("\n" not in str(source) and ":" not in str(source)):
+        p = Path(source)
+        if not p.is_file():
+            what = "is a directory" if p.is_dir() else "does not exist"
+            raise ValidationError(f"rules file {str(p)!r} {what}: pass the path of a YAML rules file "
+                                  "(or YAML text)", field="rules")
+        try:
+            return p.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise ValidationError(f"cannot read rules file {str(p)!r}: {e}", field="rules") from e
+    if Path(str(source)).is_file():  # a path that contains ':' (Windows drive letters, odd names)
+        return Path(str(source)).read_text(encoding="utf-8")
+    return str(source)

@@ -1,0 +1,254 @@
+"""The ONNX utility scorer (the learned ``Scorer``) and a deterministic ``FakeScorer`` test double.
+
+:class:`UtilityScorer` runs the exported utility MLP with onnxruntime — no torch. On load it reads
+the feature spec from the model's metadata and refuses a model fit on another feature schema (names,
+version or embedding width) with :class:`~runtime.errors.SchemaMismatchError` saying what to run.
+``score`` = :func:`utilitynet.features.featurize` (the same function the trainer used) + the MLP in
+batches + a sigmoid: utilities in (0, 1), comparable within one call.
+
+Model location: the ``model`` argument, else ``$MEMIR_MODEL``, else ``checkpoints/utilitynet.onnx``
+next to the ``runtime`` package (the shipped default; ``make train`` rewrites it).
+
+Example:
+    >>> from datetime import datetime, timezone
+    >>> import numpy as np
+    >>> from runtime.record import MemIR, Provenance
+    >>> from runtime.scoring import ScoringContext
+    >>> scorer = UtilityScorer()                                           # doctest: +SKIP
+    >>> recs = [MemIR(content="Always book aisle seats", provenance=Provenance(user_id="u1"))]
+    >>> ctx = ScoringContext(now=datetime.now(timezone.utc))
+    >>> scorer.score(recs, np.ones((1, scorer.spec.embedding_dim), np.float32), ctx)  # doctest: +SKIP
+    array([0.83...])
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from utilitynet.context import ScoringContext
+from utilitynet.features import (
+    FEATURE_SCHEMA_VERSION,
+    MODEL_INPUT,
+    MODEL_OUTPUT,
+    FeatureSpec,
+    feature_names,
+    featurize,
+)
+
+from ..errors import EncoderMismatchError, ModelNotFoundError, SchemaMismatchError, VectorError
+from ..record.memir import MemIR
+
+__all__ = ["MODEL_ENV", "FakeScorer", "ModelInfo", "UtilityScorer", "default_model_path"]
+
+MODEL_ENV = "MEMIR_MODEL"
+"""Environment variable naming the ONNX model file (overrides the shipped default)."""
+
+_RETRAIN = "run `make train` (or re-export a model trained on this feature schema with " \
+           "utilitynet.export.export_onnx)"
+
+
+def default_model_path() -> Path:
+    """``$MEMIR_MODEL`` if set, else ``checkpoints/utilitynet.onnx`` beside the ``runtime`` package."""
+    env = os.environ.get(MODEL_ENV)
+    if env:
+        return Path(env).expanduser()
+    return Path(__file__).resolve().parents[2] / "checkpoints" / "utilitynet.onnx"
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What a loaded model says about itself.
+
+    Attributes:
+        path: the ONNX file.
+        spec: the feature spec it was fit on (checked equal to this runtime's).
+        metadata: every ``metadata_props`` entry (training summary, config, ...).
+    """
+
+    path: Path
+    spec: FeatureSpec
+    metadata: dict[str, str] = field(default_factory=dict)
+
+
+def _ort_errors(ort: Any) -> tuple[type[BaseException], ...]:
+    # onnxruntime's load errors derive from Exception directly; catch exactly those, not everything.
+    state = getattr(getattr(ort, "capi", None), "onnxruntime_pybind11_state", None)
+    names = ("Fail", "InvalidArgument", "InvalidProtobuf", "InvalidGraph", "NoSuchFile", "NoModel",
+             "RuntimeException", "NotImplemented")
+    found = tuple(c for c in (getattr(state, n, None) for n in names) if isinstance(c, type))
+    return found + (RuntimeError,)
+
+
+def _sigmoid(z: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-np.clip(z.astype(np.float64), -700.0, 700.0)))
+
+
+class UtilityScorer:
+    """The learned utility model behind the :class:`~runtime.scoring.Scorer` protocol.
+
+    Args:
+        model: ONNX file; default :func:`default_model_path`.
+        batch_size: rows per onnxruntime call.
+        redundancy: passed to ``featurize`` (``"none"`` skips the O(n²) redundancy features).
+        encoder_id: if given, the model must have been fit on embeddings from this encoder.
+        threads: onnxruntime intra-op threads. The MLP is tiny: one thread scores ~400k rows/s of
+            CPU, while a thread pool spin-waits and competes with the agent on small hosts. Thread
+            spinning is disabled either way so an idle scorer burns no CPU.
+
+    Raises:
+        ModelNotFoundError: no file at the path.
+        SchemaMismatchError: not a memir utility model, or fit on another feature schema.
+        EncoderMismatchError: ``encoder_id`` differs from the model's.
+    """
+
+    def __init__(self, model: str | os.PathLike[str] | None = None, *, batch_size: int = 4096,
+                 redundancy: Literal["batch", "none"] | None = None, encoder_id: str | None = None,
+                 threads: int = 1) -> None:
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        path = Path(model) if model is not None else default_model_path()
+        if not path.is_file():
+            raise ModelNotFoundError(f"no utility model at {path}: {_RETRAIN}, or set ${MODEL_ENV} to an "
+                                     "exported utilitynet.onnx")
+        import onnxruntime as ort  # lazy: FakeScorer users never pay for it
+
+        if threads < 1:
+            raise ValueError(f"threads must be >= 1, got {threads}")
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = threads
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        try:
+            sess = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+        except _ort_errors(ort) as e:
+            raise SchemaMismatchError(f"{path} cannot be loaded as an ONNX model ({e}): {_RETRAIN}") from e
+        md = dict(sess.get_modelmeta().custom_metadata_map)
+        try:
+            spec = FeatureSpec.from_metadata(md)
+        except ValueError as e:
+            raise SchemaMismatchError(f"{path} is not a memir utility model ({e}): {_RETRAIN}") from e
+        self._check_spec(path, spec, sess)
+        if encoder_id is not None and encoder_id != spec.encoder_id:
+            raise EncoderMismatchError(f"{path} was fit on embeddings from {spec.encoder_id!r}, but the "
+                                       f"store uses {encoder_id!r}: retrain with that encoder (`make train`) "
+                                       "or re-embed")
+        self._sess, self._info = sess, ModelInfo(path, spec, md)
+        self._batch_size, self._redundancy = batch_size, redundancy
+
+    @staticmethod
+    def _check_spec(path: Path, spec: FeatureSpec, sess: Any) -> None:
+        if spec.version != FEATURE_SCHEMA_VERSION:
+            raise SchemaMismatchError(f"{path} was fit on feature schema v{spec.version}, but this runtime "
+                                      f"computes v{FEATURE_SCHEMA_VERSION}: {_RETRAIN}")
+        expected = feature_names(spec.embedding_dim)
+        if spec.names != expected:
+            missing = [n for n in expected if n not in spec.names][:5]
+            extra = [n for n in spec.names if n not in expected][:5]
+            raise SchemaMismatchError(f"{path} lists other features than schema v{FEATURE_SCHEMA_VERSION} "
+                                      f"(missing {missing}, unknown {extra}, or reordered): {_RETRAIN}")
+        inputs = sess.get_inputs()
+        if len(inputs) != 1 or inputs[0].name != MODEL_INPUT or inputs[0].shape[-1] != spec.n_features:
+            got = [(i.name, i.shape) for i in inputs]
+            raise SchemaMismatchError(f"{path} takes inputs {got}, expected {MODEL_INPUT!r} of width "
+                                      f"{spec.n_features}: {_RETRAIN}")
+
+    @property
+    def name(self) -> str:
+        """``"utilitynet"``."""
+        return "utilitynet"
+
+    @property
+    def info(self) -> ModelInfo:
+        """Path, feature spec and metadata of the loaded model."""
+        return self._info
+
+    @property
+    def spec(self) -> FeatureSpec:
+        """The feature spec the model was fit on (= this runtime's)."""
+        return self._info.spec
+
+    def score(self, records: Sequence[MemIR], embeddings: np.ndarray, ctx: ScoringContext) -> np.ndarray:
+        """Utilities in (0, 1), one per record (float64), from featurize + the MLP.
+
+        Raises:
+            EncoderMismatchError: the embeddings have another width than the model was fit on.
+            VectorError: embeddings not row-aligned with ``records``.
+        """
+        emb = np.asarray(embeddings, dtype=np.float32)
+        if emb.ndim != 2 or emb.shape[0] != len(records):
+            raise VectorError(f"embeddings must be (len(records)={len(records)}, d), got {emb.shape}",
+                              field="embeddings")
+        if emb.shape[1] != self.spec.embedding_dim:
+            raise EncoderMismatchError(
+                f"embeddings have {emb.shape[1]} dims but the model was fit on "
+                f"{self.spec.embedding_dim}-dim vectors from {self.spec.encoder_id!r}: embed with that "
+                "encoder, or retrain (`make train`)")
+        return self.score_features(featurize(records, emb, ctx, redundancy=self._redundancy))
+
+    def logits(self, features: np.ndarray) -> np.ndarray:
+        """Raw model logits (float32) for precomputed ``featurize`` rows, run in batches."""
+        X = np.ascontiguousarray(features, dtype=np.float32)
+        if X.ndim != 2 or X.shape[1] != self.spec.n_features:
+            raise VectorError(f"features must be (n, {self.spec.n_features}), got {X.shape}",
+                              field="features")
+        if X.shape[0] == 0:
+            return np.zeros(0, dtype=np.float32)
+        bs = self._batch_size
+        parts = [self._sess.run([MODEL_OUTPUT], {MODEL_INPUT: X[i:i + bs]})[0] for i in range(0, len(X), bs)]
+        return np.concatenate(parts).reshape(-1)
+
+    def score_features(self, features: np.ndarray) -> np.ndarray:
+        """Utilities (sigmoid of the logits, float64) for precomputed ``featurize`` rows."""
+        return _sigmoid(self.logits(features))
+
+
+def _hash_utility(text: str) -> float:
+    h = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+    return int.from_bytes(h, "little") / 2.0**64
+
+
+class FakeScorer:
+    """Deterministic stand-in for :class:`UtilityScorer` (same protocol, no model).
+
+    Args:
+        utilities: ``{record id: utility}`` or a function ``record -> utility``; ``None`` = a stable
+            hash of the content in [0, 1).
+        default: utility for ids missing from a mapping (``None`` = the content hash).
+        name: reported scorer name.
+
+    Attributes:
+        calls: number of records in each ``score`` call, in order (for assertions in tests).
+    """
+
+    def __init__(self, utilities: Mapping[str, float] | Callable[[MemIR], float] | None = None, *,
+                 default: float | None = None, name: str = "fake") -> None:
+        self._utilities, self._default, self._name = utilities, default, name
+        self.calls: list[int] = []
+
+    @property
+    def name(self) -> str:
+        """The name given at construction (``"fake"``)."""
+        return self._name
+
+    def _one(self, r: MemIR) -> float:
+        u = self._utilities
+        if callable(u):
+            return float(u(r))
+        if u is not None and r.id in u:
+            return float(u[r.id])
+        return self._default if self._default is not None else _hash_utility(r.content)
+
+    def score(self, records: Sequence[MemIR], embeddings: np.ndarray, ctx: ScoringContext) -> np.ndarray:
+        """One utility per record (float64); checks ``embeddings`` is row-aligned like the real scorer."""
+        emb = np.asarray(embeddings)
+        if emb.ndim != 2 or emb.shape[0] != len(records):
+            raise VectorError(f"embeddings must be (len(records)={len(records)}, d), got {emb.shape}",
+                              field="embeddings")
+        self.calls.append(len(records))
+        return np.array([self._one(r) for r in records], dtype=np.float64)

@@ -1,0 +1,10 @@
+"""The store: :class:`MemoryStore` (one SQLite file), the :class:`Scope` facade every read and
+write goes through, typed filters, recall ranking and prompt formatting, and dumps."""
+
+from .filters import MemoryFilter
+from .ranking import Hit, RankWeights, ScoreBreakdown, format_context
+from .scope import ForgetReport, Scope, Version
+from .store import MemoryStore, StoreConfig
+
+__all__ = ["ForgetReport", "Hit", "MemoryFilter", "MemoryStore", "RankWeights", "Scope", "ScoreBreakdown",
+           "StoreConfig", "Version", "format_context"]

@@ -1,0 +1,131 @@
+"""Re-ranking and prompt formatting for recall (seed 000 §3.3).
+
+score = max(similarity, 0) × confidence × freshness_decay(age) × role_match
+
+- similarity: cosine between the query and the memory (unit vectors);
+- confidence: ``metadata.confidence`` (source authority);
+- freshness: ``0.5 ** (age / freshness_half_life)``, 1 when the memory does not decay;
+- role_match: ``1 + full_bonus`` when active role *and* sub-role match the caller's current role,
+  ``1 + partial_bonus`` when only the active role matches, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from datetime import datetime
+
+from ..record.memir import MemIR, RoleContext, utcnow
+
+__all__ = ["RankWeights", "ScoreBreakdown", "Hit", "score", "format_context"]
+
+
+@dataclass(frozen=True)
+class RankWeights:
+    """Re-ranking constants.
+
+    Attributes:
+        full_role_bonus: multiplier bonus when active role and sub-role both match (0.25 → ×1.25).
+        partial_role_bonus: bonus when only the active role matches.
+    """
+
+    full_role_bonus: float = 0.25
+    partial_role_bonus: float = 0.10
+
+
+@dataclass(frozen=True)
+class ScoreBreakdown:
+    """Every factor of a hit's score, so a caller (or a log) can see why it ranked where it did."""
+
+    similarity: float
+    confidence: float
+    freshness: float
+    role_match: float
+    total: float
+
+    def as_dict(self) -> dict[str, float]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One recalled memory: the record, its score breakdown, and its rank before re-ranking."""
+
+    record: MemIR
+    score: ScoreBreakdown
+    raw_rank: int
+
+
+def _decay(half_life_s: float | None, event_ts: float, now_ts: float) -> float:
+    # Epoch seconds on both sides (the store's columns hold exactly these floats), so the record
+    # path and the column path of recall compute bit-identical scores.
+    if half_life_s is None:
+        return 1.0
+    return float(0.5 ** (max(now_ts - event_ts, 0.0) / half_life_s))
+
+
+def _role(active_role: str, sub_role: str | None, current: RoleContext | None, w: RankWeights) -> float:
+    if current is None or active_role != current.active_role:
+        return 1.0
+    if current.sub_role is not None and sub_role == current.sub_role:
+        return 1.0 + w.full_role_bonus
+    return 1.0 + w.partial_role_bonus
+
+
+def score(similarity: float, confidence: float, half_life_s: float | None, event_ts: float,
+          active_role: str, sub_role: str | None, now_ts: float, current: RoleContext | None,
+          w: RankWeights) -> ScoreBreakdown:
+    """One candidate's score from plain values (what recall reads from the store's columns)."""
+    fresh = _decay(half_life_s, event_ts, now_ts)
+    rm = _role(active_role, sub_role, current, w)
+    return ScoreBreakdown(similarity, confidence, fresh, rm, max(similarity, 0.0) * confidence * fresh * rm)
+
+
+_SOURCE_LABEL = {
+    "direct_interaction": "conversation",
+    "derived_inference": "agent inference",
+    "external_ingest": "document",
+    "system_feedback": "system",
+}
+
+
+def _ago(now: datetime, then: datetime) -> str:
+    s = (now - then).total_seconds()
+    if s < 120:
+        return "just now"
+    if s < 7200:
+        return f"{int(s // 60)} min ago"
+    if s < 172800:
+        return f"{int(s // 3600)} h ago"
+    return f"{int(s // 86400)} days ago"
+
+
+def format_context(hits: Sequence[Hit], *, now: datetime | None = None,
+                   current_session: str | None = None, header: str = "Relevant memories") -> str:
+    """Render hits as a prompt block that labels each memory with source, role, session and time.
+
+    Follows seed 000 §3.3: ``[Memory 2 - conversation | role: support/complaints | session: s1]``
+    then the content, then where it came from and when — so the model does not mistake one user's
+    case or a rumour for the current situation.
+
+    Example:
+        >>> print(format_context(scope.recall("refund policy", k=3)))  # doctest: +SKIP
+    """
+    now = now or utcnow()
+    lines = [f"{header}:"] if hits else [f"{header}: (none)"]
+    for i, h in enumerate(hits, 1):
+        r = h.record
+        p, rc = r.provenance, r.role_context
+        role = rc.active_role + (f"/{rc.sub_role}" if rc.sub_role else "")
+        sess = "current" if current_session and p.session_id == current_session else (p.session_id or "-")
+        lines.append(f"[Memory {i} - {_SOURCE_LABEL[p.type.value]} | role: {role} | session: {sess}]")
+        lines.append(f"Content: {r.content}")
+        src = [f"{p.type.value}"]
+        if p.source_entity:
+            src.append(f"from {p.source_entity} ({rc.dialog_role.value})")
+        if p.source_uri:
+            src.append(p.source_uri + (f" v{p.source_version}" if p.source_version else ""))
+        when = r.event_time
+        lines.append(f"Source: {', '.join(src)}; time: {when.isoformat(timespec='minutes')} "
+                     f"({_ago(now, when)}); confidence: {r.metadata.confidence:.2f}")
+    return "\n".join(lines)

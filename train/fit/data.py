@@ -1,0 +1,166 @@
+"""Data side of the fit: group-wise split, batch sampler, the LightningDataModule, ranking metrics.
+
+Split by episode (a group) so validation never sees a decision from a training episode; input
+normalisation statistics come from the training rows only.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+
+import numpy as np
+import pytorch_lightning as pl
+import torch
+from torch.utils.data import DataLoader, Sampler, TensorDataset
+
+from runtime.errors import ValidationError
+from utilitynet.model import normalization_stats
+
+__all__ = ["roc_auc", "average_precision", "UtilityDataModule"]
+
+
+def roc_auc(scores: np.ndarray, positive: np.ndarray) -> float:
+    """Rank-based (Mann–Whitney) ROC AUC with tied scores averaged; NaN when one class is absent."""
+    s, pos = np.asarray(scores, np.float64), np.asarray(positive, bool)
+    n_pos, n_neg = int(pos.sum()), int((~pos).sum())
+    if n_pos == 0 or n_neg == 0:
+        return float("nan")
+    order = np.argsort(s, kind="mergesort")
+    _, inv, counts = np.unique(s[order], return_inverse=True, return_counts=True)
+    avg_rank = (np.cumsum(counts) - (counts - 1) / 2.0)[inv]  # 1-based mean rank of each tie block
+    ranks = np.empty_like(avg_rank)
+    ranks[order] = avg_rank
+    return float((ranks[pos].sum() - n_pos * (n_pos + 1) / 2.0) / (n_pos * n_neg))
+
+
+def average_precision(scores: np.ndarray, positive: np.ndarray) -> float:
+    """Mean precision at each positive when rows are sorted by score (NaN without positives)."""
+    pos = np.asarray(positive, bool)[np.argsort(-np.asarray(scores, np.float64), kind="mergesort")]
+    if not pos.any():
+        return float("nan")
+    hits = np.cumsum(pos)
+    return float(np.mean(hits[pos] / (np.flatnonzero(pos) + 1)))
+
+
+# -------------------------------------------------------------------------------------------- data
+class IndexBatches(Sampler[torch.Tensor]):
+    """Yields whole batches of row indices (one gather per batch), shuffled per epoch, rank-sharded.
+
+    With ``rank_groups``, rows of one decision stay contiguous inside one batch (groups are
+    shuffled, then packed), so the ranking loss sees its pairs; cuts snap to group boundaries.
+    """
+
+    def __init__(self, idx: np.ndarray, batch_size: int, *, shuffle: bool, seed: int,
+                 rank_groups: np.ndarray | None = None, rank: int = 0, world: int = 1) -> None:
+        self.idx, self.bs, self.shuffle, self.seed = idx, batch_size, shuffle, seed
+        self.rank_groups, self.rank, self.world, self.epoch = rank_groups, rank, world, 0
+
+    def set_epoch(self, epoch: int) -> None:
+        """Called by Lightning at every epoch start: a new, reproducible order per epoch."""
+        self.epoch = epoch
+
+    def _batches(self) -> list[np.ndarray]:
+        idx, n = self.idx, len(self.idx)
+        rng = np.random.default_rng([self.seed, self.epoch])
+        cuts = np.arange(self.bs, n, self.bs)
+        if self.shuffle and self.rank_groups is not None:
+            g = self.rank_groups[idx]
+            key = rng.permutation(int(g.max()) + 1)[g]  # a random order of the groups …
+            order = np.lexsort((rng.random(n), key))    # … and of the rows within each group
+            idx, key = idx[order], key[order]
+            starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+            # Snap every nominal cut forward to the next group start, so no group is split.
+            at = np.searchsorted(starts, cuts)
+            cuts = np.unique(starts[at[at < len(starts)]])
+            cuts = cuts[cuts > 0]
+        elif self.shuffle:
+            idx = rng.permutation(idx)
+        batches = [b for b in np.split(idx, cuts) if len(b)]
+        if self.world > 1:  # pad cyclically so every rank steps the same number of times
+            batches += batches[: (-len(batches)) % self.world]
+            batches = batches[self.rank::self.world]
+        return batches
+
+    def __iter__(self) -> Iterator[torch.Tensor]:
+        return (torch.from_numpy(b) for b in self._batches())
+
+    def __len__(self) -> int:
+        return math.ceil(math.ceil(len(self.idx) / self.bs) / self.world)
+
+
+def group_split(groups: np.ndarray, val_frac: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    uniq = np.unique(groups)
+    if len(uniq) < 2:
+        raise ValidationError(f"need at least 2 episode groups to split train/val, got {len(uniq)}",
+                              field="groups")
+    n_val = min(max(1, round(val_frac * len(uniq))), len(uniq) - 1)
+    val_groups = np.random.default_rng(seed).permutation(uniq)[:n_val]
+    is_val = np.isin(groups, val_groups)
+    return np.flatnonzero(~is_val), np.flatnonzero(is_val)
+
+
+class UtilityDataModule(pl.LightningDataModule):
+    """Rows in memory as one ``TensorDataset``; train/val are index sets split by group (episode).
+
+    Args:
+        X: float32 features ``(n, F)`` (shared with the tensors, not copied, when float32 and writable).
+        y: soft labels in [0, 1]; w: sample weights > 0; groups: split group per row (episode code).
+        rank_groups: decision group per row (:func:`train.dataset.decision_groups`), for the ranking loss.
+        batch_size, val_frac, seed, num_workers: as in :class:`FitConfig`.
+        embedding_dim: width of the trailing embedding block (left unnormalised).
+
+    After ``setup()``: ``train_idx``/``val_idx`` (row indices) and ``norm_stats`` (mean, std of
+    the **training** rows only — validation statistics must not leak into the model).
+    """
+
+    def __init__(self, X: np.ndarray, y: np.ndarray, w: np.ndarray, groups: np.ndarray, *,
+                 rank_groups: np.ndarray | None = None, batch_size: int = 1024, val_frac: float = 0.2,
+                 seed: int = 0, num_workers: int = 0, embedding_dim: int = 0) -> None:
+        super().__init__()
+        X = np.asarray(X, dtype=np.float32)
+        n = X.shape[0] if X.ndim == 2 else -1
+        for name, a in (("y", y), ("w", w), ("groups", groups), ("rank_groups", rank_groups)):
+            if a is not None and np.shape(a) != (n,):
+                raise ValidationError(f"{name} must have shape ({n},) to match X {X.shape}, "
+                                      f"not {np.shape(a)}", field=name)
+        self.X = X if X.flags.writeable else X.copy()  # torch.from_numpy needs a writable buffer
+        self.y, self.w = np.asarray(y, np.float32), np.asarray(w, np.float32)
+        self.groups = np.asarray(groups)
+        self.rank_groups = None if rank_groups is None else np.unique(rank_groups, return_inverse=True)[1]
+        self.batch_size, self.val_frac, self.seed = batch_size, val_frac, seed
+        self.num_workers, self.embedding_dim = num_workers, embedding_dim
+        self.train_idx: np.ndarray | None = None
+        self.val_idx: np.ndarray | None = None
+        self.norm_stats: tuple[np.ndarray, np.ndarray] | None = None
+        self._data: TensorDataset | None = None
+
+    def setup(self, stage: str | None = None) -> None:
+        """Split by group and build the tensors (idempotent: Lightning may call it again)."""
+        if self._data is not None:
+            return
+        self.train_idx, self.val_idx = group_split(self.groups, self.val_frac, self.seed)
+        self.norm_stats = normalization_stats(self.X[self.train_idx], self.embedding_dim)
+        rg = self.rank_groups if self.rank_groups is not None else np.zeros(len(self.y), np.int64)
+        self._data = TensorDataset(torch.from_numpy(self.X), torch.from_numpy(self.y),
+                                   torch.from_numpy(self.w),
+                                   torch.from_numpy(np.asarray(rg, np.int64)))
+
+    def _loader(self, idx: np.ndarray, *, train: bool) -> DataLoader:
+        assert self._data is not None, "call setup() first"
+        t = self.trainer
+        rank, world = (t.global_rank, t.world_size) if (t is not None and train) else (0, 1)
+        sampler = IndexBatches(idx, self.batch_size, shuffle=train, seed=self.seed,
+                                rank_groups=self.rank_groups if train else None, rank=rank, world=world)
+        # batch_size=None: the sampler already yields whole index batches; TensorDataset gathers them.
+        return DataLoader(self._data, sampler=sampler, batch_size=None, num_workers=self.num_workers,
+                          persistent_workers=self.num_workers > 0)
+
+    def train_dataloader(self) -> DataLoader:
+        return self._loader(self.train_idx, train=True)  # type: ignore[arg-type]
+
+    def val_dataloader(self) -> DataLoader:
+        return self._loader(self.val_idx, train=False)  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------------------------------- model

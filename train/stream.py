@@ -1,0 +1,153 @@
+"""A conversation streamed through the public runtime API, the way an agent would write it.
+
+Every conversation benchmark (LoCoMo, LongMemEval, your own chat logs) and every conversation
+training row goes through :func:`stream_conversation`: one in-memory ``MemoryStore``, one scope
+with a :class:`~runtime.retention.RetentionPolicy` (capacity K, the policy under test as scorer,
+retention on session end), ``scope.write`` per turn with its session id, time, speaker and
+precomputed embedding, and ``scope.end_session()`` after the last turn. Session boundaries close
+sessions (their context features are computed there) and fire the retention decisions; forgotten
+turns go to the archive and never come back. Nothing here computes a feature or a decision of its
+own: a figure measured through this function is a figure of the product.
+
+With ``record=True`` each decision's feature matrix (the scorer's own ``featurize``), ids and kept
+set are returned for training rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+import numpy as np
+
+from runtime.annotate import AssemblerConfig
+from runtime.encoders import Embedder
+from runtime.record import RecordConfig
+from runtime.retention import RetentionPolicy, Triggers
+from runtime.scoring import Scorer
+from runtime.store import MemoryStore, Scope, StoreConfig
+
+from .agent import RecordingScorer
+
+__all__ = ["StreamDecision", "StreamResult", "StreamTurn", "stream_conversation"]
+
+
+@dataclass(frozen=True)
+class StreamTurn:
+    """One turn as the agent writes it.
+
+    Attributes:
+        memory_id: the record id (a valid MemIR id).
+        text: the content.
+        session_id: the session it belongs to (a valid id).
+        at: when it was said (timezone-aware).
+        speaker: who said it (``source_entity``).
+        dialog_role: ``user`` or ``agent``.
+    """
+
+    memory_id: str
+    text: str
+    session_id: str
+    at: datetime
+    speaker: str | None = None
+    dialog_role: Literal["user", "agent"] = "user"
+
+
+@dataclass
+class StreamDecision:
+    """One retention decision as the policy saw it (``record=True``).
+
+    Attributes:
+        trigger: what fired it (``session_end:<id>``).
+        step: turns written so far.
+        ids: the candidates' memory ids, in the order the scorer saw them.
+        X: the feature matrix the scorer saw (row-aligned with ``ids``).
+        kept: what the decision kept.
+    """
+
+    trigger: str
+    step: int
+    ids: list[str]
+    X: np.ndarray
+    kept: np.ndarray
+
+
+@dataclass
+class StreamResult:
+    """What the stream left behind.
+
+    Attributes:
+        kept: memory ids still in working memory at the end, in write order.
+        decisions: the recorded decisions (empty unless ``record=True``); only decisions that
+            dropped something (``n_items > K``) are recorded.
+        n_decisions: decisions taken (recorded or not).
+        end: the time of the final ``end_session``.
+    """
+
+    kept: list[str]
+    decisions: list[StreamDecision] = field(default_factory=list)
+    n_decisions: int = 0
+    end: datetime | None = None
+
+
+def stream_conversation(turns: Sequence[StreamTurn], vectors: np.ndarray, scorer: Scorer, embedder: Embedder,
+                        capacity: int, *, user_id: str, record: bool = False,
+                        after: Callable[[Scope, datetime], Any] | None = None,
+                        redact: bool = False) -> StreamResult:
+    """Write ``turns`` through the public API under a session-end retention policy of ``capacity``.
+
+    Args:
+        turns: in stream order (sessions contiguous).
+        vectors: ``(len(turns), d)`` embeddings of the turns' texts from ``embedder``.
+        scorer: the policy under test.
+        embedder: the store's encoder (it embeds nothing here but the task of ``after``).
+        capacity: K, the turns kept after each session.
+        user_id: the scope's user.
+        record: return each decision's features (training rows).
+        after: called with the scope and the end time before the store closes (retrieval checks).
+        redact: redact turns (off for benchmarks: the dialogue is measured as spoken).
+
+    Returns:
+        A :class:`StreamResult`.
+    """
+    if len(vectors) != len(turns):
+        raise ValueError(f"vectors has {len(vectors)} rows for {len(turns)} turns")
+    rec = RecordingScorer(scorer, record)
+    policy = RetentionPolicy(capacity=capacity, scorer=rec, method="greedy", forgotten="archive",
+                             triggers=Triggers(on_session_end=True))
+    # Long turns (pasted documents) are kept as head-and-tail excerpts, never fail the stream.
+    cfg = StoreConfig(log_recalls=False, annotate=AssemblerConfig(
+        record=RecordConfig(redact=redact, long_content="excerpt")))
+    out = StreamResult(kept=[])
+    with MemoryStore.open(":memory:", embedder=embedder, config=cfg) as store:
+        scope = store.scope(user_id=user_id, agent_id="replay", policy=policy)
+
+        def book(step: int, before: int) -> None:
+            n = len(rec.calls) - before
+            if not n:
+                return
+            made = [d for d in scope.decisions(limit=2 * n + 2) if d.n_items][:n][::-1]
+            out.n_decisions += len(made)
+            for (recs, X), d in zip(rec.calls[before:], made):
+                if record and X is not None and d.n_items > capacity:
+                    kept = set(d.kept)
+                    ids = [r.id for r in recs]
+                    out.decisions.append(StreamDecision(d.trigger, step, ids, X, np.array([i in kept for i in ids])))
+
+        end = turns[-1].at if turns else datetime.now().astimezone()
+        for i, t in enumerate(turns):
+            before = len(rec.calls)
+            scope.write(t.text, id=t.memory_id, created_at=t.at, session_id=t.session_id, source_entity=t.speaker,
+                        dialog_role=t.dialog_role, source_type="direct_interaction", embedding=vectors[i])
+            book(i, before)
+        before = len(rec.calls)
+        end = end + timedelta(seconds=1)
+        scope.end_session(now=end)
+        book(len(turns), before)
+        out.kept = [r.id for r in scope.list(now=end, include_expired=True)]
+        out.end = end
+        if after is not None:
+            after(scope, end)
+    return out

@@ -9,6 +9,10 @@ Prints, side by side in one run:
 - recall latency p50/p99 (ms) at 10k and 100k memories in one scope, with filters that keep ~10%
   of the rows, and for 100 users x 1k memories each; the baseline keeps every vector in one matrix
   with the filter columns as arrays: boolean mask → dot → argpartition;
+- ``write()`` latency with the agent's context on (session detection, session features at each
+  session end, retention triggers) next to the bare ``write()`` in the same run, and next to the
+  ``write()`` of the release before the runtime redesign (``--baseline-ref``, run from a temporary
+  git worktree in a subprocess, interleaved round by round);
 - ``import runtime`` wall time in fresh interpreters (median of 5).
 
 Goals (issue 2): recall p50 ≤ 5 ms at 100k when the filters keep ≤ 10% of rows; ``import runtime``
@@ -178,6 +182,103 @@ def bench_writes(tmp: Path, rng: np.random.Generator, n: int) -> list[str]:
     return lines
 
 
+# ---------------------------------------------------------------- write() with the agent's context
+_AGENT_STREAM = """
+import json, sys, time
+from datetime import datetime, timedelta, timezone
+import numpy as np
+sys.path.insert(0, sys.argv[1])
+mode, n, dim, path = sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+from runtime import MemoryStore
+kw, policy = {}, None
+if mode == "old":
+    from runtime.embed import HashEmbedder
+else:
+    from runtime import AssemblerConfig, RetentionPolicy, SessionConfig, StoreConfig, Triggers
+    from runtime.encoders import HashEmbedder
+    from runtime.scoring import FakeScorer
+    if mode == "bare":
+        kw["config"] = StoreConfig(annotate=AssemblerConfig(session=SessionConfig(enabled=False)))
+    else:
+        policy = RetentionPolicy(capacity=10 * n, scorer=FakeScorer(default=0.5),
+                                 triggers=Triggers(every_n_writes=50, watermark=0.9, on_session_end=True))
+rng = np.random.default_rng(7)
+vecs = rng.standard_normal((n, dim)).astype(np.float32)
+vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+t0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
+wall, cpu = [], []
+with MemoryStore.open(path, embedder=HashEmbedder(dim=dim), **kw) as st:
+    sc = st.scope(user_id="agent") if policy is None else st.scope(user_id="agent", policy=policy)
+    for i in range(n):
+        t, c = time.perf_counter(), time.process_time()
+        sc.write(f"turn {i} of the conversation about topic {i % 7}", embedding=vecs[i],
+                 session_id=f"s{i // 20}", timestamp=t0 + timedelta(minutes=i), tags=[f"t{i % 5}"])
+        cpu.append(time.process_time() - c)
+        wall.append(time.perf_counter() - t)
+print(json.dumps({"wall": wall, "cpu": cpu}))
+"""
+
+
+def _baseline_worktree(ref: str, tmp: Path) -> tuple[Path | None, str]:
+    wt = tmp / "baseline-src"
+    got = subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(wt), ref],
+                         capture_output=True, text=True)
+    if got.returncode != 0:
+        return None, f"skipped: git worktree {ref!r} failed ({got.stderr.strip().splitlines()[-1][:80]})"
+    return wt, ""
+
+
+def bench_write_context(tmp: Path, n: int, rounds: int, baseline_ref: str | None) -> list[str]:
+    """Every variant runs the same script in a fresh interpreter (this one's state does not leak in),
+    round by round, the order rotated, so a noisy moment on a shared machine hits all alike."""
+    import json
+
+    script = tmp / "agent_stream.py"
+    script.write_text(_AGENT_STREAM)
+    wt, why = _baseline_worktree(baseline_ref, tmp) if baseline_ref else (None, "skipped: no --baseline-ref")
+    src = {"bare": ROOT, "full": ROOT, "old": wt}
+    kinds = ["bare", "full"] + (["old"] if wt is not None else [])
+    times: dict[str, list[float]] = {k: [] for k in kinds}
+    p50s: dict[str, list[float]] = {k: [] for k in kinds}
+    cpu50s: dict[str, list[float]] = {k: [] for k in kinds}
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    for r in range(rounds):
+        for kind in kinds[r % len(kinds):] + kinds[:r % len(kinds)]:
+            res = subprocess.run([sys.executable, str(script), str(src[kind]), kind, str(n), str(DIM),
+                                  str(tmp / f"{kind}{r}.sqlite")], capture_output=True, text=True, check=True, env=env)
+            got = json.loads(res.stdout)
+            times[kind] += got["wall"]
+            p50s[kind].append(ms(got["wall"], 50))
+            cpu50s[kind].append(ms(got["cpu"], 50))
+    if wt is not None:
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(wt)], capture_output=True)
+
+    def fmt(name: str, xs: list[float]) -> str:
+        return (f"  {name:<48} p50 {ms(xs, 50):6.3f} ms  p90 {ms(xs, 90):6.3f} ms  mean "
+                f"{float(np.mean(xs)) * 1e3:6.3f} ms")
+
+    def med(kind: str, of: dict[str, list[float]]) -> float:
+        return float(np.median(of[kind]))
+
+    def ratio(a: str, b: str) -> str:
+        return (f"wall p50 {med(a, p50s) / med(b, p50s):.2f}x, CPU p50 {med(a, cpu50s) / med(b, cpu50s):.2f}x "
+                f"(CPU p50 {med(a, cpu50s):.3f} vs {med(b, cpu50s):.3f} ms)")
+
+    lines = [f"  {n} writes x {rounds} rounds, sessions of 20 turns, precomputed vectors, one scope; ratios are "
+             "of the median per-round p50; CPU = process time, immune to other processes on a shared machine",
+             fmt("write(), bare (no sessions, no triggers)", times["bare"]),
+             fmt("write(), sessions + session features + triggers", times["full"]),
+             f"  context on / bare: {ratio('full', 'bare')}"]
+    if "old" in times:
+        lines.append(fmt(f"write() of {baseline_ref} (before the redesign)", times["old"]))
+        cpu_ratio = med("full", cpu50s) / med("old", cpu50s)
+        lines.append(f"  context on / {baseline_ref}: {ratio('full', 'old')}   goal <= 1.20x: "
+                     f"{'met' if cpu_ratio <= 1.2 else 'MISSED'} (CPU)")
+    else:
+        lines.append(f"  write() before the redesign: {why}")
+    return lines
+
+
 # ---------------------------------------------------------------- recall
 def bench_one_scope(tmp: Path, rng: np.random.Generator, n: int, n_queries: int, k: int) -> tuple[list[str], dict]:
     corpus = Corpus.make(rng, n)
@@ -267,6 +368,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="small sizes (smoke check, about a minute)")
     ap.add_argument("--queries", type=int, default=None, help="queries per filter (default 200; 50 with --quick)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--baseline-ref", default="0591602",
+                    help="git ref of the release whose write() is the baseline (default: the last commit "
+                         "before the runtime redesign); '' to skip")
+    ap.add_argument("--only", choices=["writes", "write-context", "recall", "import"], default=None,
+                    help="run one section only")
     args = ap.parse_args(argv)
     rng = np.random.default_rng(args.seed)
     sizes = [2_000, 10_000] if args.quick else [10_000, 100_000]
@@ -276,24 +382,34 @@ def main(argv: list[str] | None = None) -> int:
           f"numpy {np.__version__}, python {sys.version.split()[0]}, {os.cpu_count()} CPUs, "
           f"load average {os.getloadavg()[0]:.1f} at start; runtime from {Path(runtime.__file__).parent}")
     p50s: dict = {}
+    run = (lambda name: args.only in (None, name))
     with tempfile.TemporaryDirectory(prefix="memir-bench-") as d:
         tmp = Path(d)
-        print("\n[write throughput]")
-        for line in bench_writes(tmp, rng, 2_000 if args.quick else 10_000):
-            print(line, flush=True)
-        print("\n[recall latency: store = filter -> exact top-K -> SQL re-check -> re-rank -> records + usage update]")
-        for n in sizes:
-            lines, p50s = bench_one_scope(tmp, rng, n, n_q, k=10)
-            for line in lines:
+        if run("writes"):
+            print("\n[write throughput]")
+            for line in bench_writes(tmp, rng, 2_000 if args.quick else 10_000):
                 print(line, flush=True)
-        for line in bench_many_users(tmp, rng, users, per, n_q, k=10):
+        if run("write-context"):
+            print("\n[write() latency with the agent's context]")
+            for line in bench_write_context(tmp, 200 if args.quick else 400, 3 if args.quick else 12,
+                                            args.baseline_ref or None):
+                print(line, flush=True)
+        if run("recall"):
+            print("\n[recall latency: store = filter -> exact top-K -> SQL re-check -> re-rank -> records + usage "
+                  "update]")
+            for n in sizes:
+                lines, p50s = bench_one_scope(tmp, rng, n, n_q, k=10)
+                for line in lines:
+                    print(line, flush=True)
+            for line in bench_many_users(tmp, rng, users, per, n_q, k=10):
+                print(line, flush=True)
+            worst = max(v for name, v in p50s.items() if name != "none")
+            print(f"\n  goal: recall p50 <= 5 ms at {sizes[-1]:,} with <= 10% of rows passing: worst filter p50 "
+                  f"{worst:.2f} ms -> {'met' if worst <= 5 else 'MISSED'}")
+    if run("import"):
+        print("\n[import]")
+        for line in bench_import():
             print(line, flush=True)
-    worst = max(v for name, v in p50s.items() if name != "none")
-    print(f"\n  goal: recall p50 <= 5 ms at {sizes[-1]:,} with <= 10% of rows passing: worst filter p50 "
-          f"{worst:.2f} ms -> {'met' if worst <= 5 else 'MISSED'}")
-    print("\n[import]")
-    for line in bench_import():
-        print(line, flush=True)
     print(f"\nload average at end: {os.getloadavg()[0]:.1f}")
     return 0
 

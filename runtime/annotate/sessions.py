@@ -110,7 +110,7 @@ class SessionState:
     started_at: datetime
     last_event_at: datetime | None
     events: int
-    context: tuple[float, ...] | None  # unit-norm running context vector
+    context: np.ndarray | None  # unit-norm running context vector (read-only float32)
     closed: bool = False  # ended explicitly: the next event without an id opens a new session
 
 
@@ -130,8 +130,12 @@ def as_unit_vector(x: Any, name: str, dim: int | None = None) -> np.ndarray:
     return l2_normalize(v[None, :])[0]
 
 
-def _tuple(v: np.ndarray | None) -> tuple[float, ...] | None:
-    return None if v is None else tuple(v.tolist())  # tolist: C-speed, Python floats
+def _frozen(v: np.ndarray | None) -> np.ndarray | None:
+    if v is None:
+        return None
+    out = np.array(v, dtype=np.float32)  # a private copy nobody else can change
+    out.setflags(write=False)
+    return out
 
 
 class SessionTracker:
@@ -183,7 +187,7 @@ class SessionTracker:
             seed = (as_unit_vector(declared_context, "ctx.last_embedding", dim)
                     if declared_context is not None else None)
             state = SessionState(declared_id, index, declared_last_event_at or at, declared_last_event_at,
-                                 1 if declared_last_event_at or seed is not None else 0, _tuple(seed))
+                                 1 if declared_last_event_at or seed is not None else 0, _frozen(seed))
             cur, reason = _Pending(key, state, known | {declared_id}), "declared"
         s = cur.state
         gap = at - s.last_event_at if s.last_event_at is not None else None
@@ -199,9 +203,7 @@ class SessionTracker:
             if t is not None and s.events >= cfg.topic_min_events and sim < t:
                 return self._open(key, cur.known, s.index, at, embedding, "topic_shift", gap, sim)
         if embedding is not None:
-            mixed = embedding if ctxv is None else (
-                cfg.context_decay * np.asarray(ctxv, dtype=np.float32) + (1 - cfg.context_decay) * embedding)
-            ctxv = _tuple(l2_normalize(mixed[None, :])[0])
+            ctxv = self._mix(ctxv, embedding)
         last = at if s.last_event_at is None else max(s.last_event_at, at)
         state = SessionState(s.session_id, s.index, s.started_at, last, s.events + 1, ctxv)
         return SessionDecision(s.session_id, reason == "declared", reason, gap, sim), _Pending(key, state, cur.known)
@@ -227,16 +229,27 @@ class SessionTracker:
             s = cur.state
             ctxv = s.context
             if embedding is not None:
-                cfg = self.config
-                mixed = embedding if ctxv is None or len(ctxv) != embedding.shape[0] else (
-                    cfg.context_decay * np.asarray(ctxv, dtype=np.float32) + (1 - cfg.context_decay) * embedding)
-                ctxv = _tuple(l2_normalize(mixed[None, :])[0])
+                ctxv = self._mix(ctxv, embedding)
             last = at if s.last_event_at is None else max(s.last_event_at, at)
             state = SessionState(session_id, s.index, s.started_at, last, s.events + 1, ctxv)
             return SessionDecision(session_id, False, "continued"), _Pending(key, state, known)
         index = cur.state.index + 1 if cur else 1
-        state = SessionState(session_id, index, at, at, 1, _tuple(embedding))
+        state = SessionState(session_id, index, at, at, 1, _frozen(embedding))
         return SessionDecision(session_id, True, "declared"), _Pending(key, state, known | {session_id})
+
+    def _mix(self, ctxv: np.ndarray | None, embedding: np.ndarray) -> np.ndarray:
+        """The running context vector after one more event: unit(decay·old + (1 − decay)·new)."""
+        e = np.asarray(embedding, dtype=np.float32)
+        if ctxv is None or ctxv.shape != e.shape:
+            mixed = e.copy()
+        else:
+            d = np.float32(self.config.context_decay)
+            mixed = d * ctxv + (np.float32(1) - d) * e
+        n = np.sqrt(np.dot(mixed, mixed))
+        if n > 0:
+            mixed /= n
+        mixed.setflags(write=False)
+        return mixed
 
     def commit(self, pending: _Pending | None) -> None:
         """Make a decision's state current (evicting the least recently used scope past the bound)."""
@@ -252,5 +265,5 @@ class SessionTracker:
               embedding: np.ndarray | None, reason: Reason, gap: timedelta | None, sim: float | None
               ) -> tuple[SessionDecision, _Pending]:
         sid = f"{self.config.id_prefix}_{at:%Y%m%d_%H%M%S}_{index + 1}"
-        state = SessionState(sid, index + 1, at, at, 1, _tuple(embedding))
+        state = SessionState(sid, index + 1, at, at, 1, _frozen(embedding))
         return SessionDecision(sid, True, reason, gap, sim), _Pending(key, state, known | {sid})

@@ -102,21 +102,22 @@ def check_vector(embedding: object, embedder: Embedder) -> np.ndarray:
         VectorError: naming ``embedding`` and what is wrong with it.
     """
     try:
-        v = np.asarray(embedding, dtype=np.float64).reshape(-1)
-    except (TypeError, ValueError) as e:
+        with np.errstate(over="ignore"):
+            v = np.asarray(embedding, dtype=np.float32).reshape(-1)
+    except (TypeError, ValueError, OverflowError) as e:
         raise VectorError(f"embedding is not a numeric vector: {e}", field="embedding") from e
     if v.shape[0] != embedder.dim:
         raise VectorError(f"embedding has dimension {v.shape[0]}, the store's encoder {embedder.encoder_id!r} "
                           f"makes {embedder.dim}", field="embedding")
-    if not np.all(np.isfinite(v)):
-        raise VectorError("embedding contains NaN or inf", field="embedding")
-    if np.abs(v).max(initial=0.0) > np.finfo(np.float32).max:
-        raise VectorError("embedding has values beyond float32's range (about 3.4e38)", field="embedding")
-    n = float(np.linalg.norm(v))
-    if not np.isfinite(n) or n < 1e-12:
+    with np.errstate(over="ignore", invalid="ignore"):
+        n = np.sqrt(np.dot(v, v))  # what np.linalg.norm computes for a 1-D real vector, minus its overhead
+    if not np.isfinite(n):  # a NaN/inf, a value beyond float32's range, or a norm that overflows
+        if not np.isfinite(v).all():
+            big = np.isfinite(np.asarray(embedding, dtype=np.float64).reshape(-1)).all()
+            raise VectorError("embedding has values beyond float32's range (about 3.4e38)" if big
+                              else "embedding contains NaN or inf", field="embedding")
+        v64 = v.astype(np.float64)
+        return (v64 / np.linalg.norm(v64)).astype(np.float32)
+    if n < 1e-12:
         raise VectorError("embedding is all zeros (no direction to compare)", field="embedding")
-    v32 = v.astype(np.float32)
-    n32 = np.linalg.norm(v32)
-    if np.isfinite(n32) and n32 > 0:  # normalise in float32, like the encoders do
-        return (v32 / n32).astype(np.float32)
-    return (v / n).astype(np.float32)  # float32's norm overflows (|x| ~ 1e38): do it in float64
+    return v / n

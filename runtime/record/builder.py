@@ -69,6 +69,10 @@ _TEXT_FIELDS = ("source_entity", "trigger", "source_uri", "source_version", "ton
 
 LongContent = Literal["reject", "excerpt"]
 
+# Joins the texts of one record for a single redaction pass: the spaces end a detector's \S+ run
+# and U+2063 (invisible separator) is neither a word character nor whitespace.
+_SEP = " \u2063\u2063 "
+
 
 @dataclass(frozen=True)
 class RecordConfig:
@@ -167,30 +171,7 @@ class RecordBuilder:
             raise ValidationError(f"{where}content must not contain NUL characters", field="content")
         check_field_names(fields, where=where)
         f = dict(fields)
-        text, found = self._redact_text(content)
-        findings: list[Finding] = list(found)
-        for name in _TEXT_FIELDS:
-            v = f.get(name)
-            if isinstance(v, str):
-                f[name], fs = self._redact_text(v)
-                findings += fs
-        if f.get("tags"):
-            tags = []
-            for t in f["tags"]:
-                t2, fs = self._redact_text(t) if isinstance(t, str) else (t, ())
-                tags.append(t2)
-                findings += fs
-            f["tags"] = tags
-        if f.get("attributes"):
-            attrs: dict[Any, Any] = {}
-            for k, v in dict(f["attributes"]).items():
-                k2, fs = self._redact_text(k) if isinstance(k, str) else (k, ())
-                findings += fs
-                if isinstance(v, str):
-                    v, fs = self._redact_text(v)
-                    findings += fs
-                attrs[k2] = v
-            f["attributes"] = attrs
+        text, findings = self._redact_all(content, f)
         text = self._fit_length(text, f, where)
         merged = _merge(findings)
         declared = _enum(Sensitivity, f.get("sensitivity", Sensitivity.none), "metadata.sensitivity", where)
@@ -268,11 +249,57 @@ class RecordBuilder:
         return self.finish(draft, user_id=user_id, agent_id=agent_id, where=where)
 
     # ------------------------------------------------------------------ helpers
-    def _redact_text(self, text: str) -> tuple[str, tuple[Finding, ...]]:
+    def _redact_all(self, content: str, f: dict[str, Any]) -> tuple[str, list[Finding]]:
+        """Redact the content and every free-text side field of ``f`` (in place), in one pass.
+
+        The texts are joined with a separator no detector crosses (spaces around a non-space,
+        invisible character); if a detector swallowed one anyway, each text is redacted alone.
+        """
         if self._redactor is None:
-            return text, ()
-        r = self._redactor.redact(text)
-        return r.text, r.findings
+            return content, []
+        slots: list[tuple[str, Any]] = [(n, None) for n in _TEXT_FIELDS if isinstance(f.get(n), str)]
+        tags = list(f.get("tags") or [])
+        slots += [("tags", i) for i, t in enumerate(tags) if isinstance(t, str)]
+        attrs = list(dict(f.get("attributes") or {}).items())
+        for i, (k, v) in enumerate(attrs):
+            if isinstance(k, str):
+                slots.append(("attr_key", i))
+            if isinstance(v, str):
+                slots.append(("attr_value", i))
+
+        def get(slot: tuple[str, Any]) -> str:
+            kind, i = slot
+            return (tags[i] if kind == "tags" else attrs[i][0] if kind == "attr_key"
+                    else attrs[i][1] if kind == "attr_value" else f[kind])
+
+        texts = [content] + [get(sl) for sl in slots]
+        out: list[str] | None = None
+        findings: list[Finding] = []
+        if len(texts) > 1 and not any(_SEP.strip() in t for t in texts):
+            r = self._redactor.redact(_SEP.join(texts))
+            parts = r.text.split(_SEP)
+            if len(parts) == len(texts):
+                out, findings = parts, list(r.findings)
+        if out is None:
+            out = []
+            for t in texts:
+                r = self._redactor.redact(t)
+                out.append(r.text)
+                findings += r.findings
+        for (kind, i), new in zip(slots, out[1:]):
+            if kind == "tags":
+                tags[i] = new
+            elif kind == "attr_key":
+                attrs[i] = (new, attrs[i][1])
+            elif kind == "attr_value":
+                attrs[i] = (attrs[i][0], new)
+            else:
+                f[kind] = new
+        if "tags" in f and f["tags"] is not None:
+            f["tags"] = tags
+        if "attributes" in f and f["attributes"] is not None:
+            f["attributes"] = dict(attrs)
+        return out[0], findings
 
     def _fit_length(self, text: str, f: dict[str, Any], where: str) -> str:
         limit = self.config.max_content_chars

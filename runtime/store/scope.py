@@ -192,6 +192,8 @@ class Scope:
             self._store.assembler.sessions.commit(p.pending)
             if p.record.provenance.session_id is not None:
                 live.open_session = p.record.provenance.session_id
+            if live.working is not None:
+                live.working += 1
         self._supersede(p.record, "archive")
         self._after_write(since, now)
         return p.record
@@ -231,6 +233,8 @@ class Scope:
             _, since = self._tenant.insert(recs, [p.vector for p in prepared], batch=True,
                                            session=self._session_row(recs[-1], live, sid))
             live.open_session = sid
+            if live.working is not None:
+                live.working += len(recs)
         for r in recs:
             self._supersede(r, "archive")
         now = max(r.event_time for r in recs)
@@ -273,6 +277,7 @@ class Scope:
             self._store.assembler.sessions.commit(p.pending)
             if p.record.provenance.session_id is not None:
                 live.open_session = p.record.provenance.session_id
+            live.working = None
         self._supersede(p.record, history)
         self._after_write(since, now)
         return p.record
@@ -429,7 +434,12 @@ class Scope:
         if trig.every_n_writes and writes_since_decision >= trig.every_n_writes:
             why = "every_n_writes"
         elif trig.watermark is not None and isinstance(self.policy.capacity, int):
-            if self._tenant.working_count() >= math.ceil(trig.watermark * self.policy.capacity):
+            live = self._live()
+            with live.lock:
+                if live.working is None:
+                    live.working = self._tenant.working_count()
+                working = live.working
+            if working >= math.ceil(trig.watermark * self.policy.capacity):
                 why = "watermark"
         if why is not None:
             self._auto_retain(why, now)
@@ -536,6 +546,7 @@ class Scope:
         plan = _forget.plan(self._tenant, ids, cascade)
         reason = self._store.builder.draft(reason.strip(), {}).text  # a reason is stored: redact it too
         _forget.run(self._tenant, plan, reason=reason, checkpoint=scrub)
+        self._live().working = None
         return ForgetReport(deleted=plan.deleted, redacted=plan.redacted)
 
     # ------------------------------------------------------------------ retention
@@ -605,8 +616,11 @@ class Scope:
         plan = RetentionPlan(policy, scorer_)
         decision = plan.decide(all_recs, all_vecs, context, user_id=self.user_id, agent_id=self.agent_id,
                                trigger=trigger, candidate=cand)
-        return _decisions.apply(self._tenant, decision, candidates=[(p.record, p.vector) for p in prepared],
-                                dry_run=dry_run)
+        applied = _decisions.apply(self._tenant, decision, candidates=[(p.record, p.vector) for p in prepared],
+                                   dry_run=dry_run)
+        if not dry_run:
+            self._live().working = len(applied.kept)
+        return applied
 
     def explain(self, memory_id: str) -> MemoryExplanation:
         """Why is this memory here, or why was it dropped, and when (every decision about it)."""

@@ -13,7 +13,6 @@ write.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ from typing import Literal
 import numpy as np
 
 from ...record.memir import Flag, Sensitivity
+from .schema import body_json
 from .tenant import SqliteTenant
 
 __all__ = ["ForgetPlan", "descendants", "execute", "plan", "run"]
@@ -99,7 +99,7 @@ def execute(tenant: SqliteTenant, conn: sqlite3.Connection, p: ForgetPlan, *, re
                 "content": text,
                 "metadata": rec.metadata.model_copy(update={"flags": flags, "sensitivity": Sensitivity.none,
                                                             "tags": [], "attributes": {}})})
-            body = json.dumps(ph.model_dump(mode="json", exclude={"usage"}), separators=(",", ":"))
+            body = body_json(ph)
             row = conn.execute(f"SELECT rowid FROM memories WHERE {t} AND id = ?", tp + [memory_id]).fetchone()
             conn.execute(f"UPDATE memories SET record = ?, sensitivity = 'none', retention_reason = ? "
                          f"WHERE {t} AND id = ?", [body, reason, *tp, memory_id])

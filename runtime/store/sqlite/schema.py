@@ -17,7 +17,7 @@ from typing import Any
 from ...errors import ValidationError
 from ...record.memir import MemIR
 
-__all__ = ["SCHEMA_SQL", "STORE_FORMAT", "COLUMNS", "N_COLUMNS", "READ_COLS", "apply_pragmas", "migrate",
+__all__ = ["SCHEMA_SQL", "STORE_FORMAT", "COLUMNS", "N_COLUMNS", "READ_COLS", "apply_pragmas", "body_json", "migrate",
            "record_to_row", "row_to_record", "ts", "from_ts", "half_life_seconds"]
 
 STORE_FORMAT = 2
@@ -53,7 +53,6 @@ CREATE TABLE IF NOT EXISTS memories (
     record TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS ix_mem_scope ON memories(user_id, agent_id);
-CREATE INDEX IF NOT EXISTS ix_mem_scope_seq ON memories(user_id, agent_id, seq);
 CREATE INDEX IF NOT EXISTS ix_mem_scope_tier ON memories(user_id, agent_id, tier, seq);
 CREATE INDEX IF NOT EXISTS ix_mem_scope_session ON memories(user_id, agent_id, session_id);
 CREATE INDEX IF NOT EXISTS ix_mem_scope_role ON memories(user_id, agent_id, active_role, sub_role);
@@ -175,7 +174,6 @@ def from_ts(x: float | None) -> datetime | None:
 
 def record_to_row(r: MemIR, seq: int, tier: str = "working") -> tuple[Any, ...]:
     """The values for :data:`COLUMNS`, in order."""
-    body = r.model_dump(mode="json", exclude={"usage"})
     u = r.usage
     return (
         r.id, r.provenance.user_id, r.provenance.agent_id, seq, tier, r.provenance.type.value,
@@ -183,8 +181,13 @@ def record_to_row(r: MemIR, seq: int, tier: str = "working") -> tuple[Any, ...]:
         r.role_context.dialog_role.value, r.role_context.task_id, ts(r.created_at), ts(r.event_time),
         ts(r.metadata.expires_at), r.metadata.confidence, half_life_seconds(r), r.metadata.sensitivity.value,
         u.access_count, ts(u.last_accessed_at), u.utility, u.retention_reason,
-        json.dumps(body, separators=(",", ":"), ensure_ascii=False),
+        body_json(r),
     )
+
+
+def body_json(r: MemIR) -> str:
+    """The record's JSON body as stored (usage lives in its own columns)."""
+    return r.model_dump_json(exclude={"usage"})
 
 
 def row_to_record(record_json: str, access_count: int, last_accessed_at: float | None,

@@ -22,9 +22,11 @@ from ...errors import EncoderMismatchError, ValidationError
 from ...record.memir import Flag, MemIR
 from ..filters import MemoryFilter
 from .db import SqliteDB
-from .schema import COLUMNS, N_COLUMNS, READ_COLS, record_to_row, row_to_record, ts
+from .schema import COLUMNS, N_COLUMNS, READ_COLS, body_json, record_to_row, row_to_record, ts
 
 __all__ = ["ScopeRow", "SqliteTenant"]
+
+_INSERT_MEMORY = f"INSERT INTO memories({COLUMNS}) VALUES ({','.join('?' * N_COLUMNS)})"
 
 
 @dataclass(frozen=True)
@@ -118,33 +120,35 @@ class SqliteTenant:
                 if isinstance(sup, str) and sup not in found and sup not in ids:
                     raise ValidationError(f"{item(i)}supersedes {sup!r}, which is not a memory of this scope",
                                           field=where(i, "supersedes"))
-            taken = self.existing_ids(sorted(ids), any_scope=True)
-            if taken:
-                i = min(ids[t] for t in taken)
-                raise ValidationError(f"{item(i)}id(s) already exist: {sorted(taken)}; omit id to get a fresh one",
-                                      field=where(i, "id"))
-            self._ensure_state(conn)
+            # One statement for the scope's state: its write counter, and the open session.
+            sid, last_at = session if session is not None else (None, None)
             last, decided = conn.execute(
-                "UPDATE scopes SET seq = seq + ? WHERE user_id=? AND agent_id=? RETURNING seq, decision_seq",
-                (len(records), self.user_id, self.agent_id)).fetchone()
+                "INSERT INTO scopes(user_id, agent_id, seq, open_session, session_last_at) VALUES (?,?,?,?,?) "
+                "ON CONFLICT(user_id, agent_id) DO UPDATE SET seq = seq + excluded.seq, "
+                "open_session = CASE WHEN ? THEN excluded.open_session ELSE open_session END, "
+                "session_last_at = CASE WHEN ? THEN excluded.session_last_at ELSE session_last_at END "
+                "RETURNING seq, decision_seq",
+                (self.user_id, self.agent_id, len(records), sid, last_at, session is not None,
+                 session is not None)).fetchone()
             first = last - len(records) + 1
-            marks = ",".join("?" * N_COLUMNS)
             for j, (r, v) in enumerate(zip(records, vectors)):
-                rowid = conn.execute(f"INSERT INTO memories({COLUMNS}) VALUES ({marks})",
-                                     record_to_row(r, first + j)).lastrowid
-                conn.executemany("INSERT OR IGNORE INTO memory_tags(mem_rowid, tag) VALUES (?,?)",
-                                 [(rowid, t) for t in r.metadata.tags])
-                conn.executemany("INSERT OR IGNORE INTO memory_parents(mem_rowid, parent_id) VALUES (?,?)",
-                                 [(rowid, p) for p in r.provenance.derived_from])
+                try:
+                    rowid = conn.execute(_INSERT_MEMORY, record_to_row(r, first + j)).lastrowid
+                except sqlite3.IntegrityError as e:  # ids are unique store-wide; this reveals only "taken"
+                    raise ValidationError(f"{item(j)}id {r.id!r} already exists; omit id to get a fresh one",
+                                          field=where(j, "id")) from e
+                if r.metadata.tags:
+                    conn.executemany("INSERT OR IGNORE INTO memory_tags(mem_rowid, tag) VALUES (?,?)",
+                                     [(rowid, t) for t in r.metadata.tags])
+                if r.provenance.derived_from:
+                    conn.executemany("INSERT OR IGNORE INTO memory_parents(mem_rowid, parent_id) VALUES (?,?)",
+                                     [(rowid, p) for p in r.provenance.derived_from])
                 sup = r.metadata.attributes.get("supersedes")
                 if isinstance(sup, str):
                     conn.execute("INSERT OR IGNORE INTO memory_links(mem_rowid, kind, target_id) "
                                  "VALUES (?, 'supersedes', ?)", (rowid, sup))
                 conn.execute("INSERT INTO vectors(mem_rowid, encoder_id, dim, vec) VALUES (?,?,?,?)",
                              (rowid, emb.encoder_id, emb.dim, np.asarray(v, np.float32).tobytes()))
-            if session is not None:
-                conn.execute("UPDATE scopes SET open_session=?, session_last_at=? WHERE user_id=? AND agent_id=?",
-                             (session[0], session[1], self.user_id, self.agent_id))
         return list(range(first, first + len(records))), int(last - decided)
 
     def existing_ids(self, ids: Sequence[str], *, any_scope: bool = False) -> set[str]:
@@ -167,14 +171,11 @@ class SqliteTenant:
         """Store session-context feature rows by memory id (replacing earlier ones); returns rows stored."""
         t, tp = self.clause(check_only=True)
         with self.db.transaction() as conn:
-            n = 0
-            for mid, row in pairs:
-                got = conn.execute(f"SELECT m.rowid FROM memories m WHERE {t} AND m.id = ?", tp + [mid]).fetchone()
-                if got is not None:
-                    conn.execute("INSERT OR REPLACE INTO memory_context(mem_rowid, features) VALUES (?, ?)",
-                                 (got[0], np.asarray(row, np.float64).tobytes()))
-                    n += 1
-            return n
+            cur = conn.executemany(
+                f"INSERT OR REPLACE INTO memory_context(mem_rowid, features) "
+                f"SELECT m.rowid, ? FROM memories m WHERE {t} AND m.id = ?",
+                [(np.asarray(row, np.float64).tobytes(), *tp, mid) for mid, row in pairs])
+            return int(cur.rowcount)
 
     def session_context(self, ids: Sequence[str], width: int) -> np.ndarray:
         """Session-context feature rows of ``ids`` (row-aligned; NaN where the session is still open)."""
@@ -199,7 +200,7 @@ class SqliteTenant:
             return
         flags = sorted(set(old.metadata.flags) | {Flag.superseded}, key=lambda f: f.value)
         new = old.model_copy(update={"metadata": old.metadata.model_copy(update={"flags": flags})})
-        body = json.dumps(new.model_dump(mode="json", exclude={"usage"}), separators=(",", ":"), ensure_ascii=False)
+        body = body_json(new)
         t, tp = self.clause("memories", check_only=True)
         tier = ", tier = 'archive'" if archive else ""
         with self.db.transaction() as conn:
@@ -307,9 +308,9 @@ class SqliteTenant:
         t, tp = self.clause()
         with self.db.read() as conn:
             rows = conn.execute(
-                f"SELECT m.rowid FROM memories m INDEXED BY ix_mem_scope_seq WHERE {t} "
+                f"SELECT m.rowid FROM memories m INDEXED BY ix_mem_scope WHERE {t} "
                 f"AND json_extract(m.record, '$.metadata.flags') NOT LIKE '%placeholder%' "
-                f"ORDER BY m.seq DESC LIMIT ?", tp + [int(n)]).fetchall()
+                f"ORDER BY m.rowid DESC LIMIT ?", tp + [int(n)]).fetchall()  # rowid order = write order
         rowids = np.array([r[0] for r in reversed(rows)], dtype=np.int64)
         with self.db.lock:
             found, mat = self.vectors_of(rowids)

@@ -1,13 +1,17 @@
 """A conversation streamed through the public runtime API, the way an agent would write it.
 
 Every conversation benchmark (LoCoMo, LongMemEval, your own chat logs) and every conversation
-training row goes through :func:`stream_conversation`: one in-memory ``MemoryStore``, one scope
-with a :class:`~runtime.retention.RetentionPolicy` (capacity K, the policy under test as scorer,
-retention on session end), ``scope.write`` per turn with its session id, time, speaker and
-precomputed embedding, and ``scope.end_session()`` after the last turn. Session boundaries close
-sessions (their context features are computed there) and fire the retention decisions; forgotten
-turns go to the archive and never come back. Nothing here computes a feature or a decision of its
-own: a figure measured through this function is a figure of the product.
+training row goes through :func:`stream_conversation`: one in-memory ``MemoryStore`` with the
+production defaults (redaction on, long turns kept as excerpts), one scope with a
+:class:`~runtime.retention.RetentionPolicy` (capacity K, the policy under test as scorer, retention
+on session end), ``scope.write`` per turn with its session id, time and speaker, and
+``scope.end_session()`` after the last turn. Session boundaries close sessions (their context
+features are computed there) and fire the retention decisions; forgotten turns go to the archive
+and never come back. Nothing here computes a feature or a decision of its own: a figure measured
+through this function is a figure of the product.
+
+Embeddings may be precomputed (encoding dominates a replay), but of :func:`stored_texts` — the
+text as the store keeps it, redacted — exactly what the store would embed itself.
 
 With ``record=True`` each decision's feature matrix (the scorer's own ``featurize``), ids and kept
 set are returned for training rows.
@@ -22,16 +26,17 @@ from typing import Any, Literal
 
 import numpy as np
 
-from runtime.annotate import AssemblerConfig
 from runtime.encoders import Embedder
-from runtime.record import RecordConfig
+from runtime.record import RecordBuilder
 from runtime.retention import RetentionPolicy, Triggers
 from runtime.scoring import Scorer
 from runtime.store import MemoryStore, Scope, StoreConfig
 
 from .agent import RecordingScorer
 
-__all__ = ["StreamDecision", "StreamResult", "StreamTurn", "stream_conversation"]
+__all__ = ["StreamDecision", "StreamResult", "StreamTurn", "stored_texts", "stream_conversation"]
+
+_BUILDER = RecordBuilder()  # the store's default record configuration
 
 
 @dataclass(frozen=True)
@@ -92,22 +97,25 @@ class StreamResult:
     end: datetime | None = None
 
 
+def stored_texts(turns: Sequence[StreamTurn]) -> list[str]:
+    """Each turn's content as the store keeps it (redacted; a long turn as its excerpt)."""
+    return [_BUILDER.draft(t.text, {}).text for t in turns]
+
+
 def stream_conversation(turns: Sequence[StreamTurn], vectors: np.ndarray, scorer: Scorer, embedder: Embedder,
                         capacity: int, *, user_id: str, record: bool = False,
-                        after: Callable[[Scope, datetime], Any] | None = None,
-                        redact: bool = False) -> StreamResult:
+                        after: Callable[[Scope, datetime], Any] | None = None) -> StreamResult:
     """Write ``turns`` through the public API under a session-end retention policy of ``capacity``.
 
     Args:
         turns: in stream order (sessions contiguous).
-        vectors: ``(len(turns), d)`` embeddings of the turns' texts from ``embedder``.
+        vectors: ``(len(turns), d)`` embeddings of :func:`stored_texts` from ``embedder``.
         scorer: the policy under test.
-        embedder: the store's encoder (it embeds nothing here but the task of ``after``).
+        embedder: the store's encoder.
         capacity: K, the turns kept after each session.
         user_id: the scope's user.
         record: return each decision's features (training rows).
         after: called with the scope and the end time before the store closes (retrieval checks).
-        redact: redact turns (off for benchmarks: the dialogue is measured as spoken).
 
     Returns:
         A :class:`StreamResult`.
@@ -115,11 +123,8 @@ def stream_conversation(turns: Sequence[StreamTurn], vectors: np.ndarray, scorer
     if len(vectors) != len(turns):
         raise ValueError(f"vectors has {len(vectors)} rows for {len(turns)} turns")
     rec = RecordingScorer(scorer, record)
-    policy = RetentionPolicy(capacity=capacity, scorer=rec, method="greedy", forgotten="archive",
-                             triggers=Triggers(on_session_end=True))
-    # Long turns (pasted documents) are kept as head-and-tail excerpts, never fail the stream.
-    cfg = StoreConfig(log_recalls=False, annotate=AssemblerConfig(
-        record=RecordConfig(redact=redact, long_content="excerpt")))
+    policy = RetentionPolicy(capacity=capacity, scorer=rec, triggers=Triggers(on_session_end=True))
+    cfg = StoreConfig(log_recalls=False)  # production defaults otherwise
     out = StreamResult(kept=[])
     with MemoryStore.open(":memory:", embedder=embedder, config=cfg) as store:
         scope = store.scope(user_id=user_id, agent_id="replay", policy=policy)

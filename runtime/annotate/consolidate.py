@@ -29,13 +29,10 @@ from ..record.memir import Flag, MemIR
 
 __all__ = ["history_session_features", "session_features", "session_turns"]
 
-_DIGITS = 6  # stored precision: enough for the model, and identical across platforms
-
-
 def session_features(records: list[MemIR], vectors: np.ndarray) -> np.ndarray:
     """The session-context features of every record of one complete session (records in write
-    order), rounded to the stored precision: ``(n, len(CONTEXT_NAMES))`` float64."""
-    return np.round(session_context([r.content for r in records], vectors), _DIGITS)
+    order): ``(n, len(CONTEXT_NAMES))`` float64, stored as computed."""
+    return session_context([r.content for r in records], vectors)
 
 
 def history_session_features(records: list[MemIR], vectors: np.ndarray) -> np.ndarray:

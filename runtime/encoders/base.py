@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 
 from ..errors import VectorError
 
-__all__ = ["Embedder", "HashEmbedder", "check_vector", "l2_normalize"]
+__all__ = ["Embedder", "HashEmbedder", "LazyEmbedder", "check_vector", "l2_normalize"]
 
 
 @runtime_checkable
@@ -40,6 +40,41 @@ class Embedder(Protocol):
     def encode(self, texts: Sequence[str], *, batch_size: int = 64) -> np.ndarray:
         """Return an ``(len(texts), dim)`` float32 array of unit-norm rows."""
         ...
+
+
+class LazyEmbedder:
+    """An :class:`Embedder` that is built on first use (loading an encoder costs a second and may
+    fail with ``EncoderUnavailableError``; a store that never embeds never pays or fails).
+
+    Args:
+        factory: builds the real encoder.
+        embedder: an encoder to use right away instead.
+    """
+
+    def __init__(self, factory: Callable[[], Embedder], embedder: Embedder | None = None) -> None:
+        self._factory, self._inner = factory, embedder
+
+    @property
+    def inner(self) -> Embedder:
+        """The real encoder (built now if needed)."""
+        if self._inner is None:
+            self._inner = self._factory()
+        return self._inner
+
+    def replace(self, embedder: Embedder) -> None:
+        """Use another encoder from now on (``MemoryStore.reembed``)."""
+        self._inner = embedder
+
+    @property
+    def encoder_id(self) -> str:
+        return self.inner.encoder_id
+
+    @property
+    def dim(self) -> int:
+        return self.inner.dim
+
+    def encode(self, texts: Sequence[str], *, batch_size: int = 64) -> np.ndarray:
+        return self.inner.encode(texts, batch_size=batch_size)
 
 
 def l2_normalize(x: np.ndarray) -> np.ndarray:

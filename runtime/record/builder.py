@@ -82,10 +82,11 @@ class RecordConfig:
         redact: replace secrets and personal data before anything is stored (strongly recommended).
         redaction_disable: redaction kinds to leave alone (e.g. ``("ip",)``).
         max_content_chars: longest content kept (characters, after redaction).
-        long_content: what happens to longer content: ``"reject"`` raises
-            ``ContentTooLargeError`` before any work; ``"excerpt"`` keeps the first two thirds and
-            the last third of the limit around a ``[… N characters omitted …]`` marker and records
-            the full length in ``attributes["content_chars"]``.
+        long_content: what happens to longer content (pasted documents, tool output):
+            ``"excerpt"`` (default) keeps the first two thirds and the last third of the limit around
+            a ``[… N characters omitted …]`` marker and records the full length in
+            ``attributes["content_chars"]``, so a long turn never fails a write or a stream;
+            ``"reject"`` raises ``ContentTooLargeError`` before any work is done.
         default_confidence: confidence in [0, 1] per source type when the caller gives none.
         urgency_patterns: case-insensitive regexes whose presence sets ``Flag.urgent``.
         inference_requires_parents: refuse ``derived_inference`` without ``derived_from``.
@@ -94,7 +95,7 @@ class RecordConfig:
     redact: bool = True
     redaction_disable: tuple[str, ...] = ()
     max_content_chars: int = 16_000
-    long_content: LongContent = "reject"
+    long_content: LongContent = "excerpt"
     default_confidence: Mapping[Any, float] = field(default_factory=lambda: DEFAULT_CONFIDENCE)
     urgency_patterns: tuple[str, ...] = DEFAULT_URGENCY_PATTERNS
     inference_requires_parents: bool = False

@@ -1,25 +1,13 @@
-"""What a scope needs from its store, and the live context an agent gives a scope.
-
-:class:`StoreServices` is the interface :class:`~runtime.store.scope.Scope` is written against:
-the shared components (record builder, assembler, encoder, default scorer, settings) and the
-per-scope :class:`LiveContext`. ``MemoryStore`` provides it; the scope never imports the store.
-"""
+"""The live context an agent gives a scope: its task, its open session, its fill (in memory)."""
 
 from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from ..annotate.assembler import ContextAssembler
-    from ..encoders.base import Embedder
-    from ..record.builder import RecordBuilder
-    from ..scoring.protocol import Scorer
-
-__all__ = ["LiveContext", "StoreServices"]
+__all__ = ["LiveContext"]
 
 
 @dataclass
@@ -43,26 +31,3 @@ class LiveContext:
     working: int | None = None
     loaded: bool = False
     lock: threading.RLock = field(default_factory=threading.RLock)
-
-
-class StoreServices(Protocol):
-    """The store-wide components a scope uses."""
-
-    @property
-    def builder(self) -> RecordBuilder: ...
-
-    @property
-    def assembler(self) -> ContextAssembler: ...
-
-    @property
-    def embedder(self) -> Embedder: ...
-
-    @property
-    def candidate_pool(self) -> int: ...
-
-    @property
-    def log_recalls(self) -> bool: ...
-
-    def default_scorer(self) -> Scorer: ...
-
-    def live(self, user_id: str, agent_id: str) -> LiveContext: ...

@@ -52,8 +52,9 @@ from ..retention.policy import CapacityFn, Forgotten, RetentionPolicy
 from ..retention.rules import RuleSet
 from . import dumps
 from .filters import MemoryFilter, build_filter
-from .live import LiveContext, StoreServices
+from .live import LiveContext
 from .ranking import Hit, RankWeights
+from .services import StoreServices
 from .sqlite import decisions as _decisions
 from .sqlite import forget as _forget
 from .sqlite.search import search

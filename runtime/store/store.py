@@ -17,8 +17,6 @@ see several users are the explicit admin paths here (:meth:`MemoryStore.admin_ex
 
 from __future__ import annotations
 
-import threading
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,61 +24,35 @@ import numpy as np
 from pydantic import TypeAdapter
 from pydantic import ValidationError as PydanticValidationError
 
-from ..annotate.assembler import AssemblerConfig, ContextAssembler
-from ..encoders.base import Embedder
+from ..annotate.assembler import ContextAssembler
+from ..encoders.base import Embedder, LazyEmbedder
 from ..errors import ValidationError
 from ..record.builder import RecordBuilder
 from ..record.memir import Id
 from ..retention.policy import RetentionPolicy
 from . import dumps
-from .live import LiveContext
+from .config import StoreConfig
 from .scope import Scope
+from .services import StoreServices
 from .sqlite.db import SqliteDB
 from .sqlite.tenant import SqliteTenant
 
 if TYPE_CHECKING:
-    from ..scoring.protocol import Scorer
+    pass
 
 __all__ = ["MemoryStore", "StoreConfig"]
 
 
-@dataclass(frozen=True)
-class StoreConfig:
-    """Store settings.
-
-    Attributes:
-        busy_timeout_ms: how long a writer waits for a lock held by another connection.
-        log_recalls: keep a per-scope log of recalls made with ``explain=True``.
-        candidate_pool: raw top-K taken from vector search before re-ranking.
-        annotate: how records are built and annotated: redaction, confidence defaults, length
-            limit (``annotate.record``), role classification and session detection.
-        policy: the retention policy every scope starts with (``store.scope(..., policy=...)``
-            overrides it per scope). Its triggers are off by default.
-    """
-
-    busy_timeout_ms: int = 5_000
-    log_recalls: bool = True
-    candidate_pool: int = 50
-    annotate: AssemblerConfig = field(default_factory=AssemblerConfig)
-    policy: RetentionPolicy = field(default_factory=RetentionPolicy)
-
-    def __post_init__(self) -> None:
-        problems = []
-        if self.busy_timeout_ms < 0:
-            problems.append(("busy_timeout_ms", "must be >= 0"))
-        if self.candidate_pool < 1:
-            problems.append(("candidate_pool", "must be >= 1"))
-        if not isinstance(self.annotate, AssemblerConfig):
-            problems.append(("annotate", "must be an AssemblerConfig"))
-        if not isinstance(self.policy, RetentionPolicy):
-            problems.append(("policy", "must be a RetentionPolicy"))
-        if problems:
-            raise ValidationError.from_problems("StoreConfig", problems)
 
 
 
 
 _ID = TypeAdapter(Id)
+
+
+def _default_embedder() -> Embedder:
+    from ..encoders.onnx import load_default_embedder
+    return load_default_embedder()
 
 
 class MemoryStore:
@@ -90,15 +62,11 @@ class MemoryStore:
     file (WAL + busy timeout).
     """
 
-    def __init__(self, db: SqliteDB, embedder: Embedder | None, config: StoreConfig) -> None:
+    def __init__(self, db: SqliteDB, embedder: LazyEmbedder, config: StoreConfig) -> None:
         self._db = db
         self._embedder = embedder
         self.config = config
-        self.builder = RecordBuilder(config.annotate.record)
-        self._assembler: ContextAssembler | None = None
-        self._live: dict[tuple[str, str], LiveContext] = {}
-        self._live_lock = threading.Lock()
-        self._scorer: Scorer | None = None
+        self._services = StoreServices(config, embedder)
 
     # ------------------------------------------------------------------ lifecycle
     @classmethod
@@ -118,12 +86,9 @@ class MemoryStore:
             ValidationError: the path is a directory, not a memir store, or from a newer memir.
         """
         cfg = config or StoreConfig()
-        holder: list[MemoryStore] = []
-        db = SqliteDB.open(path, busy_timeout_ms=cfg.busy_timeout_ms, create=create,
-                           embedder=lambda: holder[0].embedder)
-        store = cls(db, embedder, cfg)
-        holder.append(store)
-        return store
+        lazy = LazyEmbedder(_default_embedder, embedder)
+        db = SqliteDB.open(path, busy_timeout_ms=cfg.busy_timeout_ms, create=create, embedder=lazy)
+        return cls(db, lazy, cfg)
 
     @property
     def path(self) -> str:
@@ -144,45 +109,17 @@ class MemoryStore:
     @property
     def embedder(self) -> Embedder:
         """The encoder in use (loaded lazily; raises ``EncoderUnavailableError`` with the remedy)."""
-        if self._embedder is None:
-            from ..encoders.onnx import load_default_embedder
-            self._embedder = load_default_embedder()
-        return self._embedder
+        return self._embedder.inner
+
+    @property
+    def builder(self) -> RecordBuilder:
+        """The record builder every write goes through (redaction, defaults, validation)."""
+        return self._services.builder
 
     @property
     def assembler(self) -> ContextAssembler:
-        """The assembler ``Scope.write`` annotates through (roles, sessions; built on first use)."""
-        if self._assembler is None:
-            needs = bool(self.config.annotate.roles.descriptions)
-            self._assembler = ContextAssembler(self.config.annotate, embedder=self.embedder if needs else None,
-                                               builder=self.builder)
-        return self._assembler
-
-    @property
-    def candidate_pool(self) -> int:
-        """Raw top-K taken from vector search before re-ranking (``StoreConfig.candidate_pool``)."""
-        return self.config.candidate_pool
-
-    @property
-    def log_recalls(self) -> bool:
-        """Whether explained recalls are logged (``StoreConfig.log_recalls``)."""
-        return self.config.log_recalls
-
-    def default_scorer(self) -> Scorer:
-        """The shipped utility model, loaded once per store."""
-        if self._scorer is None:
-            from ..scoring.utility import UtilityScorer
-            self._scorer = UtilityScorer()
-        return self._scorer
-
-    def live(self, user_id: str, agent_id: str) -> LiveContext:
-        """The in-process live context of a scope (shared by every ``Scope`` object of it)."""
-        key = (user_id, agent_id)
-        with self._live_lock:
-            ctx = self._live.get(key)
-            if ctx is None:
-                ctx = self._live[key] = LiveContext()
-            return ctx
+        """The assembler ``Scope.write`` annotates through (roles, sessions)."""
+        return self._services.assembler
 
     # ------------------------------------------------------------------ the public surface
     def scope(self, *, user_id: str, agent_id: str = "default", policy: RetentionPolicy | None = None) -> Scope:
@@ -201,7 +138,7 @@ class MemoryStore:
                                       "1–128 chars)", field=name) from e
         if policy is not None and not isinstance(policy, RetentionPolicy):
             raise ValidationError("policy must be a RetentionPolicy(...)", field="policy")
-        return Scope(self, SqliteTenant(self._db, user_id, agent_id), policy or self.config.policy)
+        return Scope(self._services, SqliteTenant(self._db, user_id, agent_id), policy or self.config.policy)
 
     def forget_user(self, user_id: str) -> int:
         """Delete everything of ``user_id``: rows, vectors, tags, logs, decisions, scope state and
@@ -209,11 +146,7 @@ class MemoryStore:
         WAL is checkpointed and truncated, and the file is vacuumed. Returns the number of memories
         deleted."""
         n = self._db.forget_user(user_id)
-        if self._assembler is not None:
-            self._assembler.forget_user(user_id)
-        with self._live_lock:
-            for key in [k for k in self._live if k[0] == user_id]:
-                del self._live[key]
+        self._services.forget_user(user_id)
         return n
 
     def scrub(self) -> None:
@@ -248,7 +181,7 @@ class MemoryStore:
         import json
 
         if embedder is not None:
-            self._embedder = embedder
+            self._embedder.replace(embedder)
             self._db.drop_caches()
         emb = self.embedder
         todo = self._db.stale_vectors(emb.encoder_id)

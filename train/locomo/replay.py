@@ -30,7 +30,7 @@ from runtime.encoders import Embedder
 from runtime.scoring import Scorer
 
 from ..eval.oracle import HindsightOracle
-from ..stream import StreamDecision, StreamTurn, stream_conversation
+from ..stream import StreamDecision, StreamTurn, stored_texts, stream_conversation
 from .protocol import capacity_for, evidence_counts
 from .reader import RECALL_CATEGORIES, Conversation, parse_session_datetime
 
@@ -133,7 +133,8 @@ def replay_conversation(conv: Conversation, scorer: Scorer, embedder: Embedder, 
         p: capacity as a fraction of the conversation's turns, in (0, 1].
         k: hits per question for retrieval recall@k.
         record: keep every decision's ids, features and outcome (for training rows).
-        turn_vectors: precomputed embeddings of :func:`turn_texts` (skips encoding; row-aligned).
+        turn_vectors: precomputed embeddings of the turns' stored texts
+            (:func:`train.stream.stored_texts` of :func:`stream_turns`; skips encoding).
         question_vectors: precomputed embeddings of the category 1–4 questions, in ``conv.qa`` order.
 
     Returns:
@@ -143,7 +144,7 @@ def replay_conversation(conv: Conversation, scorer: Scorer, embedder: Embedder, 
     K = capacity_for(conv, p)
     turns = stream_turns(conv)
     vecs = (np.asarray(turn_vectors, np.float32) if turn_vectors is not None
-            else np.asarray(embedder.encode([t.text for t in turns]), np.float32))
+            else np.asarray(embedder.encode(stored_texts(turns)), np.float32))
     if vecs.shape[0] != len(turns):
         raise ValueError(f"turn_vectors has {vecs.shape[0]} rows for {len(turns)} turns")
     to_dia = {memory_id(t.dia_id): t.dia_id for t in conv.turns}

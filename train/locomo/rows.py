@@ -29,7 +29,8 @@ from runtime.scoring.baselines import LongestScorer
 from ..dataset import RowBatch
 from .protocol import evidence_counts
 from .reader import Conversation, load_locomo
-from .replay import ConversationRun, locomo_oracle, recall_questions, replay_conversation, turn_texts
+from ..stream import stored_texts
+from .replay import ConversationRun, locomo_oracle, recall_questions, replay_conversation, stream_turns
 
 __all__ = ["COLLECT_POLICIES", "add_conversation_rows", "add_locomo_rows", "conversation_vectors"]
 
@@ -43,7 +44,7 @@ COLLECT_POLICIES: dict[str, Callable[[Conversation], Scorer]] = {
 def conversation_vectors(conv: Conversation, emb: Embedder) -> tuple[np.ndarray, np.ndarray]:
     """(turn vectors, recall-question vectors) of one conversation, encoded without any disk cache."""
     enc: Any = getattr(emb, "inner", emb)
-    tv = np.asarray(enc.encode(turn_texts(conv)), np.float32)
+    tv = np.asarray(enc.encode(stored_texts(stream_turns(conv))), np.float32)
     qs = [conv.qa[i].question for i in recall_questions(conv)]
     qv = np.asarray(enc.encode(qs), np.float32) if qs else np.zeros((0, tv.shape[1]), np.float32)
     return tv, qv

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -32,10 +32,10 @@ class SqliteDB:
     Args:
         conn: an open connection (autocommit mode; see :meth:`open`).
         path: the file path or ``":memory:"``.
-        embedder: returns the store's encoder (loaded lazily by the store).
+        embedder: the store's encoder (a :class:`~runtime.encoders.LazyEmbedder` loads it on first use).
     """
 
-    def __init__(self, conn: sqlite3.Connection, path: str, embedder: Callable[[], Embedder]) -> None:
+    def __init__(self, conn: sqlite3.Connection, path: str, embedder: Embedder) -> None:
         self._conn = conn
         self.path = path
         self.in_memory = path == ":memory:"
@@ -47,8 +47,7 @@ class SqliteDB:
 
     # ------------------------------------------------------------------ lifecycle
     @classmethod
-    def open(cls, path: str | Path, *, busy_timeout_ms: int, create: bool,
-             embedder: Callable[[], Embedder]) -> SqliteDB:
+    def open(cls, path: str | Path, *, busy_timeout_ms: int, create: bool, embedder: Embedder) -> SqliteDB:
         """Open (and with ``create``, create) a store file, migrating an older layout.
 
         Raises:
@@ -151,7 +150,8 @@ class SqliteDB:
     # ------------------------------------------------------------------ vector caches
     @property
     def embedder(self) -> Embedder:
-        return self._embedder()
+        """The store's encoder."""
+        return self._embedder
 
     def vector_cache(self, user_id: str, agent_id: str) -> VectorCache:
         """The scope's cache, brought up to date with the file (call under :attr:`lock`)."""

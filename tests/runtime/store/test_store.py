@@ -142,7 +142,8 @@ def test_bad_write_is_refused_by_name_and_writes_nothing(store: MemoryStore, kwa
 
 
 def test_oversized_content_names_the_configurable_limit(make_store: Callable[..., MemoryStore]) -> None:
-    st_ = make_store(config=StoreConfig(annotate=AssemblerConfig(record=RecordConfig(max_content_chars=100))))
+    st_ = make_store(config=StoreConfig(annotate=AssemblerConfig(record=RecordConfig(max_content_chars=100,
+                                                                                      long_content="reject"))))
     me = st_.scope(user_id="alice")
     me.write("x" * 100)  # exactly at the limit is fine
     before = table_counts(Path(st_.path))
@@ -151,6 +152,15 @@ def test_oversized_content_names_the_configurable_limit(make_store: Callable[...
     assert ei.value.field == "content"
     assert "101" in str(ei.value) and "100" in str(ei.value) and "max_content_chars" in str(ei.value)
     assert table_counts(Path(st_.path)) == before
+
+
+def test_long_content_is_kept_as_an_excerpt_by_default(store: MemoryStore) -> None:
+    me = store.scope(user_id="alice")
+    text = "HEADWORD " + "lorem ipsum " * 2000 + " TAILWORD"  # 24k characters
+    rec = me.write(text)
+    assert len(rec.content) <= 16_000 and rec.content.startswith("HEADWORD") and rec.content.endswith("TAILWORD")
+    assert "characters omitted" in rec.content and rec.metadata.attributes["content_chars"] == len(text)
+    assert me.get(rec.id) == rec
 
 
 def test_store_config_validates_every_field_at_once() -> None:
@@ -223,7 +233,8 @@ def _bad_items(rng: np.random.Generator) -> dict[str, tuple[Any, type[Exception]
 @pytest.mark.parametrize("case", list(_bad_items(np.random.default_rng(0))))
 def test_write_many_is_all_or_nothing(make_store: Callable[..., MemoryStore], rng: np.random.Generator,
                                       case: str) -> None:
-    st_ = make_store(config=StoreConfig(annotate=AssemblerConfig(record=RecordConfig(max_content_chars=200))))
+    st_ = make_store(config=StoreConfig(annotate=AssemblerConfig(record=RecordConfig(max_content_chars=200,
+                                                                                      long_content="reject"))))
     st_.scope(user_id="bob").write("bob's memory", id="bobs_1")
     me = st_.scope(user_id="alice")
     me.write("an existing memory", id="existing_1")

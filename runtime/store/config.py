@@ -1,0 +1,45 @@
+"""Store settings (:class:`StoreConfig`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..annotate.assembler import AssemblerConfig
+from ..errors import ValidationError
+from ..retention.policy import RetentionPolicy
+
+__all__ = ["StoreConfig"]
+
+
+@dataclass(frozen=True)
+class StoreConfig:
+    """Store settings.
+
+    Attributes:
+        busy_timeout_ms: how long a writer waits for a lock held by another connection.
+        log_recalls: keep a per-scope log of recalls made with ``explain=True``.
+        candidate_pool: raw top-K taken from vector search before re-ranking.
+        annotate: how records are built and annotated: redaction, confidence defaults, length
+            limit (``annotate.record``), role classification and session detection.
+        policy: the retention policy every scope starts with (``store.scope(..., policy=...)``
+            overrides it per scope). Its triggers are off by default.
+    """
+
+    busy_timeout_ms: int = 5_000
+    log_recalls: bool = True
+    candidate_pool: int = 50
+    annotate: AssemblerConfig = field(default_factory=AssemblerConfig)
+    policy: RetentionPolicy = field(default_factory=RetentionPolicy)
+
+    def __post_init__(self) -> None:
+        problems = []
+        if self.busy_timeout_ms < 0:
+            problems.append(("busy_timeout_ms", "must be >= 0"))
+        if self.candidate_pool < 1:
+            problems.append(("candidate_pool", "must be >= 1"))
+        if not isinstance(self.annotate, AssemblerConfig):
+            problems.append(("annotate", "must be an AssemblerConfig"))
+        if not isinstance(self.policy, RetentionPolicy):
+            problems.append(("policy", "must be a RetentionPolicy"))
+        if problems:
+            raise ValidationError.from_problems("StoreConfig", problems)

@@ -120,8 +120,9 @@ def summarize_locomo(runs: Sequence[ConversationRun]) -> dict[str, dict[str, Any
     for r in runs:
         cell = out.setdefault(r.policy, {}).setdefault(str(r.capacity), {
             "cat": {str(c): [0, 0] for c in RECALL_CATEGORIES}, "ret": {str(c): [0, 0] for c in RECALL_CATEGORIES},
-            "conversations": 0})
+            "conversations": 0, "violations": 0})
         cell["conversations"] += 1
+        cell["violations"] += r.violations
         for c in cell["cat"]:
             for j in (0, 1):
                 cell["cat"][c][j] += r.category_counts[c][j]

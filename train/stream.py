@@ -28,7 +28,7 @@ import numpy as np
 
 from runtime.encoders import Embedder
 from runtime.record import RecordBuilder
-from runtime.retention import RetentionPolicy, Triggers
+from runtime.retention import DEFAULT_RULES, RetentionPolicy, Triggers, audit
 from runtime.scoring import Scorer
 from runtime.store import MemoryStore, Scope, StoreConfig
 
@@ -88,12 +88,15 @@ class StreamResult:
         decisions: the recorded decisions (empty unless ``record=True``); only decisions that
             dropped something (``n_items > K``) are recorded.
         n_decisions: decisions taken (recorded or not).
+        violations: hard-rule violations over every decision, recomputed from each kept set and
+            the rules (:func:`runtime.retention.audit`), independent of the solver's reason codes.
         end: the time of the final ``end_session``.
     """
 
     kept: list[str]
     decisions: list[StreamDecision] = field(default_factory=list)
     n_decisions: int = 0
+    violations: int = 0
     end: datetime | None = None
 
 
@@ -136,6 +139,7 @@ def stream_conversation(turns: Sequence[StreamTurn], vectors: np.ndarray, scorer
             made = [d for d in scope.decisions(limit=2 * n + 2) if d.n_items][:n][::-1]
             out.n_decisions += len(made)
             for (recs, X), d in zip(rec.calls[before:], made):
+                out.violations += len(audit(recs, d.kept, DEFAULT_RULES, now=d.at, capacity=capacity))
                 if record and X is not None and d.n_items > capacity:
                     kept = set(d.kept)
                     ids = [r.id for r in recs]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypedDict
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
@@ -21,13 +21,45 @@ from ..record.memir import DialogRole, Id, Sensitivity, SourceType, UTCDateTime
 if TYPE_CHECKING:
     from .sqlite.vector_cache import VectorCache
 
-__all__ = ["MemoryFilter", "build_filter"]
+__all__ = ["FilterFields", "MemoryFilter", "build_filter"]
 
 # Role and tag names in a filter: letters/digits in any script, spaces and ``_ . : @ / + # & -``.
 # Quotes, ``;``, ``=``, parentheses… cannot be part of a category name, so a value carrying them is a
 # mistake or an injection attempt: refuse it by name rather than silently match nothing.
 # (The length bound is max_length, not ``{1,128}`` in the regex, which would cost ~90 ms at import.)
 FilterName = Annotated[str, StringConstraints(strip_whitespace=True, max_length=128, pattern=r"^[\w .:@/+#&\-]+$")]
+
+
+class FilterFields(TypedDict, total=False):
+    """The typed filters of ``Scope.list`` / ``count`` / ``recall`` (keyword arguments; all optional).
+
+    roles, sub_roles: the memory's active role / sub-role is one of these.
+    dialog_roles: spoken by one of user | agent | system | tool.
+    source_types: provenance type is one of these.
+    sessions, exclude_sessions: session id in / not in these.
+    task_ids: task id is one of these.
+    tags: carries at least one of these tags.
+    since, until: event time in [since, until).
+    min_confidence: confidence at least this.
+    sensitivity: at most this level (``"pii"`` = none or pii), or a list of exact levels.
+    include_expired: also memories past their TTL (default False).
+    tier: ``working`` (default), ``archive`` or ``any``.
+    """
+
+    roles: str | Sequence[str]
+    sub_roles: str | Sequence[str]
+    dialog_roles: DialogRole | str | Sequence[DialogRole | str]
+    source_types: SourceType | str | Sequence[SourceType | str]
+    sessions: str | Sequence[str]
+    exclude_sessions: str | Sequence[str]
+    task_ids: str | Sequence[str]
+    tags: str | Sequence[str]
+    since: datetime | str
+    until: datetime | str
+    min_confidence: float
+    sensitivity: Sensitivity | str | Sequence[Sensitivity | str]
+    include_expired: bool
+    tier: Literal["working", "archive", "any"]
 
 
 class MemoryFilter(BaseModel):

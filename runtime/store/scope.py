@@ -51,7 +51,7 @@ from ..retention.plan import RetentionPlan, recent_context, scoring_context
 from ..retention.policy import CapacityFn, Forgotten, RetentionPolicy
 from ..retention.rules import RuleSet
 from . import dumps
-from .filters import MemoryFilter, build_filter
+from .filters import FilterFields, MemoryFilter, build_filter
 from .live import LiveContext
 from .ranking import Hit, RankWeights
 from .services import StoreServices
@@ -184,20 +184,7 @@ class Scope:
         Raises:
             ValidationError / ContentTooLargeError / VectorError: naming the field; nothing is written.
         """
-        live = self._live()
-        with live.lock:
-            p = self._prepare(content, embedding, dict(fields), track=True)
-            now = p.record.event_time
-            self._close_if_switching(live, p.record.provenance.session_id, now)
-            _, since = self._tenant.insert([p.record], [p.vector], session=self._session_row(p.record, live))
-            self._store.assembler.sessions.commit(p.pending)
-            if p.record.provenance.session_id is not None:
-                live.open_session = p.record.provenance.session_id
-            if live.working is not None:
-                live.working += 1
-        self._supersede(p.record, "archive")
-        self._after_write(since, now)
-        return p.record
+        return self._write_one(content, embedding, dict(fields), "archive")
 
     def write_many(self, items: Iterable[str | MemIR | dict[str, Any]]) -> builtins.list[MemIR]:
         """Write a batch all-or-nothing: every item is validated and embedded first, then one
@@ -269,19 +256,7 @@ class Scope:
                                         "source_entity", "freshness_half_life")}
         inherit["flags"] = [f for f in old.metadata.flags if f not in (Flag.superseded, Flag.placeholder, Flag.used)]
         merged: dict[str, Any] = {**inherit, **fields, "supersedes": memory_id}
-        live = self._live()
-        with live.lock:
-            p = self._prepare(content, embedding, merged, track=True)
-            now = p.record.event_time
-            self._close_if_switching(live, p.record.provenance.session_id, now)
-            _, since = self._tenant.insert([p.record], [p.vector], session=self._session_row(p.record, live))
-            self._store.assembler.sessions.commit(p.pending)
-            if p.record.provenance.session_id is not None:
-                live.open_session = p.record.provenance.session_id
-            live.working = None
-        self._supersede(p.record, history)
-        self._after_write(since, now)
-        return p.record
+        return self._write_one(content, embedding, merged, history)
 
     def history(self, memory_id: str) -> builtins.list[Version]:
         """Every version of the fact ``memory_id`` belongs to, oldest first (see :meth:`update`).
@@ -348,6 +323,23 @@ class Scope:
         return self._tenant.existing_ids(list(ids))
 
     # ------------------------------------------------------------------ write internals
+    def _write_one(self, content: Any, embedding: Any, fields: dict[str, Any], history: History) -> MemIR:
+        """One write: close a session it leaves, insert, then corrections and triggers."""
+        live = self._live()
+        with live.lock:
+            p = self._prepare(content, embedding, fields, track=True)
+            now = p.record.event_time
+            self._close_if_switching(live, p.record.provenance.session_id, now)
+            _, since = self._tenant.insert([p.record], [p.vector], session=self._session_row(p.record, live))
+            self._store.assembler.sessions.commit(p.pending)
+            if p.record.provenance.session_id is not None:
+                live.open_session = p.record.provenance.session_id
+            if live.working is not None:
+                live.working += 1
+        self._supersede(p.record, history)
+        self._after_write(since, now)
+        return p.record
+
     def _prepare(self, item: Any, embedding: Any, fields: dict[str, Any], *, track: bool,
                  where: str = "") -> _Prepared:
         """Build the record (one builder, one redaction), its vector, and its session."""
@@ -422,6 +414,7 @@ class Scope:
         old = rec.metadata.attributes.get("supersedes")
         if not isinstance(old, str):
             return
+        self._live().working = None  # the old version may leave working memory
         if history == "delete":
             self.forget(old, reason=f"superseded by {rec.id}", include_versions=False)
         else:
@@ -457,24 +450,25 @@ class Scope:
             raise self._not_found(memory_id)
         return rec
 
-    def list(self, *, limit: int | None = None, now: datetime | None = None, **filters: Any) -> builtins.list[MemIR]:
+    def list(self, *, limit: int | None = None, now: datetime | None = None,
+             **filters: Unpack[FilterFields]) -> builtins.list[MemIR]:
         """Records passing the typed filters (see :class:`~runtime.store.filters.MemoryFilter`), oldest first."""
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
             raise ValidationError(f"limit must be an int >= 0 or None, got {limit!r}", field="limit")
         return self._tenant.select(build_filter(**filters), now or utcnow(), limit)
 
-    def count(self, *, now: datetime | None = None, **filters: Any) -> int:
+    def count(self, *, now: datetime | None = None, **filters: Unpack[FilterFields]) -> int:
         """How many records pass the typed filters."""
         return self._tenant.count(build_filter(**filters), now or utcnow())
 
-    def list_with_vectors(self, *, now: datetime | None = None, **filters: Any
+    def list_with_vectors(self, *, now: datetime | None = None, **filters: Unpack[FilterFields]
                           ) -> tuple[builtins.list[MemIR], np.ndarray, np.ndarray]:
         """(records, unit vectors, write steps) for the filtered rows, in write order."""
         return self._tenant.with_vectors(build_filter(**filters), now or utcnow())
 
     def recall(self, query: str | np.ndarray, k: int = 5, *, context: RoleContext | None = None,
                now: datetime | None = None, explain: bool = False, update_usage: bool = True,
-               candidates: int | None = None, **filters: Any) -> builtins.list[Hit]:
+               candidates: int | None = None, **filters: Unpack[FilterFields]) -> builtins.list[Hit]:
         """Typed filter → exact vector top-K over the rows that pass → SQL re-check → re-rank.
 
         Args:
@@ -485,9 +479,10 @@ class Scope:
             explain: log query (redacted), filters, raw top-K and final list (``scope.recall_log()``).
             update_usage: bump ``access_count``/``last_accessed_at`` of the returned hits.
             candidates: raw top-K before re-ranking (default ``StoreConfig.candidate_pool``).
-            **filters: ``roles``, ``sub_roles``, ``source_types``, ``sessions``, ``exclude_sessions``,
-                ``since``, ``until``, ``min_confidence``, ``sensitivity``, ``tags``, ``task_ids``,
-                ``dialog_roles``, ``include_expired``, ``tier``.
+            **filters: :class:`~runtime.store.filters.FilterFields` — ``roles``, ``sub_roles``,
+                ``source_types``, ``sessions``, ``exclude_sessions``, ``since``, ``until``,
+                ``min_confidence``, ``sensitivity``, ``tags``, ``task_ids``, ``dialog_roles``,
+                ``include_expired``, ``tier``.
 
         Returns:
             Hits sorted by total score, each with ``.record`` and ``.score`` (the breakdown).

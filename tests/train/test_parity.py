@@ -23,7 +23,7 @@ from runtime.encoders import Embedder, HashEmbedder
 from runtime.record import MemIR
 from runtime.scoring import Scorer, ScoringContext
 from runtime.scoring.baselines import LongestScorer
-from tests.train.conftest import tiny_locomo  # type: ignore[import-not-found]
+from tests.train.locomo_data import tiny_locomo  # type: ignore[import-not-found]
 from train.dataset import RowBatch, load_rounds, to_numpy, write_round
 from train.evaluate import evaluate_locomo
 from train.locomo.protocol import capacity_for

@@ -67,6 +67,7 @@ class ConversationRun:
         category_counts: per category ``[hits, pairs]`` (for pooling over conversations).
         retrieval_counts: per category ``[questions found, questions asked]``.
         decisions: the recorded decisions (empty unless ``record=True``).
+        violations: hard-rule violations recomputed from every kept set (must be 0).
         seconds: wall time of the replay.
     """
 
@@ -86,6 +87,7 @@ class ConversationRun:
     category_counts: dict[str, list[int]] = field(default_factory=dict)
     retrieval_counts: dict[str, list[int]] = field(default_factory=dict)
     decisions: list[StreamDecision] = field(default_factory=list)
+    violations: int = 0
     seconds: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
@@ -96,7 +98,7 @@ class ConversationRun:
                 "retrieval_recall_at_k": self.retrieval_recall_at_k,
                 "retrieval_by_category": self.retrieval_by_category, "k": self.k,
                 "category_counts": self.category_counts, "retrieval_counts": self.retrieval_counts,
-                "seconds": round(self.seconds, 3)}
+                "violations": self.violations, "seconds": round(self.seconds, 3)}
 
 
 def locomo_oracle(conv: Conversation) -> HindsightOracle:
@@ -170,7 +172,8 @@ def replay_conversation(conv: Conversation, scorer: Scorer, embedder: Embedder, 
         by_category={str(c): (hits[c] / pairs[c] if pairs[c] else None) for c in RECALL_CATEGORIES},
         n_pairs=n_pairs, hits=n_hits, retrieval_recall_at_k=r_all, retrieval_by_category=r_cat,
         k=k, category_counts={str(c): [hits[c], pairs[c]] for c in RECALL_CATEGORIES},
-        retrieval_counts=r_counts, decisions=res.decisions, seconds=time.perf_counter() - t0)
+        retrieval_counts=r_counts, decisions=res.decisions, violations=res.violations,
+        seconds=time.perf_counter() - t0)
 
 
 def recall_questions(conv: Conversation) -> list[int]:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.train.conftest import tiny_locomo as tiny  # type: ignore[import-not-found]
+from tests.train.locomo_data import tiny_locomo as tiny  # type: ignore[import-not-found]
 from train.evaluate import main
 
 

@@ -13,7 +13,7 @@ import pytest
 from runtime.encoders import HashEmbedder
 from runtime.record import MemIR
 from runtime.scoring.baselines import LongestScorer, RecencyScorer
-from tests.train.conftest import tiny_locomo  # type: ignore[import-not-found]
+from tests.train.locomo_data import tiny_locomo  # type: ignore[import-not-found]
 from train.dataset import RowBatch
 from train.locomo.protocol import evidence_counts
 from train.locomo.reader import load_locomo, parse_locomo

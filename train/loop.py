@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from runtime.encoders import Embedder, HashEmbedder
+from runtime.encoders import Embedder
 from runtime.record.redaction import redact
 from runtime.scoring import UtilityScorer, make_baseline
 from runtime.scoring.baselines import RecencyScorer
@@ -38,7 +38,7 @@ from . import fit as fit_stage
 from .agent import run_episode
 from .config import TrainConfig, load_preset
 from .dataset import RowBatch, decision_groups, load_rounds, round_dir, to_numpy, write_round
-from .embedcache import CachedEmbedder
+from .embedcache import CachedEmbedder, cached_embedder
 from .eval.synthetic import evaluate_policies, leakage_check
 from .label import OracleScorer, counterfactual_agreement, label_decisions
 from .simulate import Episode, generate, summarize
@@ -69,14 +69,8 @@ def git_commit() -> str:
 
 
 def make_embedder(cfg: TrainConfig) -> CachedEmbedder:
-    inner: Embedder
-    if cfg.encoder == "hash":
-        inner = HashEmbedder(dim=64)
-    else:
-        from runtime.encoders import load_default_embedder
-        inner = load_default_embedder()
-    safe = inner.encoder_id.replace("/", "_")
-    return CachedEmbedder(inner, Path(cfg.data_dir) / "cache" / f"emb_{safe}.npz")
+    """The run's encoder behind the content-addressed cache under ``data_dir``."""
+    return cached_embedder(cfg.encoder, Path(cfg.data_dir) / "cache" / "embeddings")
 
 
 def _warm(emb: CachedEmbedder, episodes: Sequence[Episode]) -> None:

@@ -4,10 +4,10 @@ Every conversation benchmark (LoCoMo, LongMemEval, your own chat logs) and every
 training row goes through :func:`stream_conversation`: one in-memory ``MemoryStore`` with the
 production defaults (redaction on, long turns kept as excerpts), one scope with a
 :class:`~runtime.retention.RetentionPolicy` (capacity K, the policy under test as scorer, retention
-on session end), ``scope.write`` per turn with its session id, time and speaker, and
-``scope.end_session()`` after the last turn. Session boundaries close sessions (their context
-features are computed there) and fire the retention decisions; forgotten turns go to the archive
-and never come back. Nothing here computes a feature or a decision of its own: a figure measured
+on session end), each session written with its session id, times and speakers, and
+``scope.end_session()`` one second after its last turn — the protocol's "after each session the
+policy keeps at most K". Closing a session computes its context features and fires the decision;
+forgotten turns go to the archive and never come back. Nothing here computes a feature or a decision of its own: a figure measured
 through this function is a figure of the product.
 
 Embeddings may be precomputed (encoding dominates a replay), but of :func:`stored_texts` — the
@@ -34,7 +34,8 @@ from runtime.store import MemoryStore, Scope, StoreConfig
 
 from .agent import RecordingScorer
 
-__all__ = ["StreamDecision", "StreamResult", "StreamTurn", "stored_texts", "stream_conversation"]
+__all__ = ["StreamDecision", "StreamResult", "StreamTurn", "session_end", "session_spans", "stored_texts",
+           "stream_conversation"]
 
 _BUILDER = RecordBuilder()  # the store's default record configuration
 
@@ -100,9 +101,25 @@ class StreamResult:
     end: datetime | None = None
 
 
+def session_spans(turns: Sequence[StreamTurn]) -> list[tuple[int, int]]:
+    """``(start, stop)`` index ranges of the contiguous sessions of ``turns``."""
+    spans, lo = [], 0
+    for i in range(1, len(turns) + 1):
+        if i == len(turns) or turns[i].session_id != turns[lo].session_id:
+            spans.append((lo, i))
+            lo = i
+    return spans
+
+
+def session_end(last: StreamTurn) -> datetime:
+    """When the agent ends a session: one second after its last turn."""
+    return last.at + timedelta(seconds=1)
+
+
 def stored_texts(turns: Sequence[StreamTurn]) -> list[str]:
-    """Each turn's content as the store keeps it (redacted; a long turn as its excerpt)."""
-    return [_BUILDER.draft(t.text, {}).text for t in turns]
+    """Each turn's content as the store keeps it (redacted; a long turn as its excerpt). Blank turns
+    are not memories (the store refuses them): their entry is ``""`` and the stream skips them."""
+    return [_BUILDER.draft(t.text, {}).text if t.text.strip() else "" for t in turns]
 
 
 def stream_conversation(turns: Sequence[StreamTurn], vectors: np.ndarray, scorer: Scorer, embedder: Embedder,
@@ -146,15 +163,16 @@ def stream_conversation(turns: Sequence[StreamTurn], vectors: np.ndarray, scorer
                     out.decisions.append(StreamDecision(d.trigger, step, ids, X, np.array([i in kept for i in ids])))
 
         end = turns[-1].at if turns else datetime.now().astimezone()
-        for i, t in enumerate(turns):
+        for lo, hi in session_spans(turns):
+            # One session as the agent writes it, then its end: the policy decides right there.
+            scope.write_many([{"content": t.text, "id": t.memory_id, "created_at": t.at, "session_id": t.session_id,
+                               "source_entity": t.speaker, "dialog_role": t.dialog_role,
+                               "source_type": "direct_interaction", "embedding": vectors[i]}
+                              for i, t in zip(range(lo, hi), turns[lo:hi]) if t.text.strip()])
             before = len(rec.calls)
-            scope.write(t.text, id=t.memory_id, created_at=t.at, session_id=t.session_id, source_entity=t.speaker,
-                        dialog_role=t.dialog_role, source_type="direct_interaction", embedding=vectors[i])
-            book(i, before)
-        before = len(rec.calls)
-        end = end + timedelta(seconds=1)
-        scope.end_session(now=end)
-        book(len(turns), before)
+            end = session_end(turns[hi - 1])
+            scope.end_session(now=end)
+            book(hi, before)
         out.kept = [r.id for r in scope.list(now=end, include_expired=True)]
         out.end = end
         if after is not None:

@@ -38,7 +38,9 @@ class UtilityNetConfig:
     Attributes:
         in_features: total input width (= ``FeatureSpec.n_features``); > embedding_dim.
         embedding_dim: width of the trailing embedding block (0 = no embedding).
-        embedding_proj: width the embedding is projected to before joining the metadata (≥ 1).
+        embedding_proj: width the embedding is projected to before joining the metadata; 0 = the
+            embedding block is not read at all (the model sees only the named features, so it
+            cannot memorise topics of its training corpus).
         hidden: sizes of the hidden layers after the join; 1–3 layers (seed 001 §4.2: 2–3 suffice).
         dropout: dropout after each hidden activation, in [0, 1).
         activation: ``"gelu"`` or ``"relu"``.
@@ -61,8 +63,8 @@ class UtilityNetConfig:
         if self.in_features <= max(self.embedding_dim, 0):
             problems.append(f"in_features ({self.in_features}) must exceed embedding_dim "
                             f"({self.embedding_dim}): the named features come first")
-        if self.embedding_proj < 1:
-            problems.append(f"embedding_proj must be >= 1, got {self.embedding_proj}")
+        if self.embedding_proj < 0:
+            problems.append(f"embedding_proj must be >= 0 (0 = ignore the embedding), got {self.embedding_proj}")
         if not 1 <= len(self.hidden) <= 3 or any(int(h) < 1 for h in self.hidden):
             problems.append(f"hidden must be 1–3 positive layer sizes, got {self.hidden}")
         if not 0.0 <= self.dropout < 1.0:
@@ -108,7 +110,7 @@ class UtilityNet(nn.Module):
         act: type[nn.Module] = nn.GELU if config.activation == "gelu" else nn.ReLU
         self.embed_proj: nn.Module | None = None
         width = config.n_meta
-        if config.embedding_dim > 0:
+        if config.embedding_dim > 0 and config.embedding_proj > 0:
             self.embed_proj = nn.Sequential(nn.Linear(config.embedding_dim, config.embedding_proj), act())
             width += config.embedding_proj
         layers: list[nn.Module] = []

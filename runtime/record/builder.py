@@ -161,7 +161,11 @@ class RecordBuilder:
         self.config = config or RecordConfig()
         self._redactor = Redactor(disable=self.config.redaction_disable) if self.config.redact else None
         pats = self.config.urgency_patterns
-        self._urgent = re.compile("|".join(f"(?:{p})" for p in pats), re.IGNORECASE) if pats else None
+        # Patterns without capitals are matched case-sensitively against the lower-cased text: an
+        # IGNORECASE alternation scans several times slower (a capital may be a class like \S).
+        self._lower = not any(c.isupper() for p in pats for c in p)
+        flags = 0 if self._lower else re.IGNORECASE
+        self._urgent = re.compile("|".join(f"(?:{p})" for p in pats), flags) if pats else None
 
     # ------------------------------------------------------------------ step 1
     def draft(self, content: Any, fields: Mapping[str, Any], *, where: str = "", defaults: bool = True) -> Draft:
@@ -187,7 +191,7 @@ class RecordBuilder:
             f["confidence"] = self.config.default_confidence[stype]
         if defaults and not f.get("trigger"):
             f["trigger"] = _DEFAULT_TRIGGER[drole]
-        if defaults and self._urgent is not None and self._urgent.search(text):
+        if defaults and self._urgent is not None and self._urgent.search(text.lower() if self._lower else text):
             flags = list(f.get("flags") or [])
             if Flag.urgent not in flags and "urgent" not in flags:
                 f["flags"] = flags + [Flag.urgent]

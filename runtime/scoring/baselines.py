@@ -7,6 +7,7 @@ forces it), so under a count capacity each reduces to "keep the K highest-scorin
 - ``lru``: keep the most recently *used* (last access, else write time).
 - ``random``: uniform random scores from a seed.
 - ``longest``: keep the longest contents.
+- ``longest_user``: keep the longest turns the *user* wrote (an assistant's long answers come last).
 - ``generative_agents``: Park et al. 2023 — recency × importance × relevance. Recency decays
   exponentially per hour since last access (0.995/h, the paper's constant); importance is a cheap
   proxy of the LLM-rated poignancy: a length/specificity score in (0, 1] (numbers, names, first-person
@@ -32,7 +33,7 @@ from utilitynet.context import ScoringContext
 from ..errors import ValidationError
 from ..record.memir import MemIR
 
-__all__ = ["RecencyScorer", "LRUScorer", "RandomScorer", "LongestScorer", "GenerativeAgentsScorer",
+__all__ = ["RecencyScorer", "LRUScorer", "RandomScorer", "LongestScorer", "LongestUserScorer", "GenerativeAgentsScorer",
            "MemoryBankScorer", "MemoryOSScorer", "BASELINES", "make_baseline"]
 
 _EPS = 1e-6
@@ -111,6 +112,17 @@ class LongestScorer(_Base):
         return _ranks01(lengths + 1e-6 * _ranks01(_steps(ctx, records)))
 
 
+class LongestUserScorer(_Base):
+    """Keep the longest turns the user wrote; everything else ranks below every user turn."""
+
+    name = "longest_user"
+
+    def score(self, records: Sequence[MemIR], embeddings: np.ndarray, ctx: ScoringContext) -> np.ndarray:
+        user = np.array([r.role_context.dialog_role.value == "user" for r in records], dtype=np.float64)
+        lengths = np.array([len(r.content) for r in records], dtype=np.float64)
+        return _ranks01(user * 1e9 + lengths + 1e-6 * _ranks01(_steps(ctx, records)))
+
+
 _SPECIFIC = re.compile(r"\d|\b[A-Z][a-z]+\b|\b(?:I|we|my|our)\s+(?:\w+ed|went|got|made|have|had|will)\b")
 
 
@@ -174,6 +186,7 @@ BASELINES = {
     "lru": LRUScorer,
     "random": RandomScorer,
     "longest": LongestScorer,
+    "longest_user": LongestUserScorer,
     "generative_agents": GenerativeAgentsScorer,
     "memorybank": MemoryBankScorer,
     "memoryos": MemoryOSScorer,

@@ -1,9 +1,9 @@
 """Parity: what the model is trained on is what it sees in production.
 
 A conversation is streamed through the public API exactly as an agent would — ``scope.write`` per
-turn (the store embeds it, redaction on), sessions closing as new ones open, a retention policy
-that triggers on session end, ``end_session()`` at the end — written here, independently of the
-evaluator and the training collector. The feature matrix the scorer sees at each decision must
+turn (the store embeds it, redaction on), ``end_session()`` when a session is over, a retention
+policy that triggers on session end — written here, independently of the evaluator (which writes
+each session with ``write_many``, from cached embeddings) and of the training collector. The feature matrix the scorer sees at each decision must
 equal, to within 1e-6, the rows the training set holds for the same decision (written to Parquet
 and read back), and the evaluator's recall figure must equal this replay's.
 """
@@ -25,7 +25,7 @@ from runtime.scoring import Scorer, ScoringContext
 from runtime.scoring.baselines import LongestScorer
 from tests.train.locomo_data import tiny_locomo  # type: ignore[import-not-found]
 from train.dataset import RowBatch, load_rounds, to_numpy, write_round
-from train.evaluate import evaluate_locomo
+from train.eval.locomo import evaluate_locomo
 from train.locomo.protocol import capacity_for
 from train.locomo.reader import RECALL_CATEGORIES, Conversation, load_locomo, parse_locomo
 from train.locomo.replay import memory_id, stream_turns
@@ -55,9 +55,10 @@ def agent_replay(conv: Conversation, scorer: Scorer, emb: Embedder, capacity: in
     turns = stream_turns(conv)
     with MemoryStore.open(":memory:", embedder=emb) as store:
         me = store.scope(user_id="agent", policy=policy)
-        for t in turns:
+        for i, t in enumerate(turns):
             me.write(t.text, id=t.memory_id, created_at=t.at, session_id=t.session_id, source_entity=t.speaker)
-        me.end_session(now=turns[-1].at + timedelta(seconds=1))
+            if i + 1 == len(turns) or turns[i + 1].session_id != t.session_id:
+                me.end_session(now=t.at + timedelta(seconds=1))  # the session is over
         kept = {r.id for r in me.list(include_expired=True)}
     return seen, kept
 

@@ -45,11 +45,20 @@ def make_net(seed: int = 0, **kw: object) -> UtilityNet:
 def test_config_validation_names_every_bad_field() -> None:
     with pytest.raises(ValueError) as e:
         UtilityNetConfig(
-            in_features=10, embedding_dim=12, embedding_proj=0, hidden=(), dropout=1.5, activation="tanh"
+            in_features=10, embedding_dim=12, embedding_proj=-1, hidden=(), dropout=1.5, activation="tanh"
         )  # type: ignore[arg-type]
     msg = str(e.value)
     for fld in ("in_features", "embedding_proj", "hidden", "dropout", "activation"):
         assert fld in msg
+
+
+def test_a_model_without_the_embedding_ignores_it() -> None:
+    import torch
+    net = UtilityNet(UtilityNetConfig.for_spec(SPEC, embedding_proj=0, hidden=(8,))).eval()
+    x = torch.randn(4, SPEC.n_features)
+    y = x.clone()
+    y[:, -D:] = torch.randn(4, D)  # other embeddings, same named features
+    assert net.embed_proj is None and torch.equal(net(x), net(y))
 
 
 def test_config_round_trips_through_a_dict() -> None:

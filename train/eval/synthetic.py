@@ -3,8 +3,10 @@ precision, constraint violations, update latency and cross-user leakage (seed 00
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -16,7 +18,8 @@ from runtime.store import MemoryStore, StoreConfig
 from ..agent import AgentConfig, EpisodeRun, run_episode
 from ..simulate import Episode
 
-__all__ = ["evaluate_policies", "summarize_runs", "leakage_check", "multi_user_episodes", "PolicyFactory"]
+__all__ = ["PolicyFactory", "evaluate_policies", "evaluate_synthetic", "leakage_check", "multi_user_episodes", "sim_table",
+           "summarize_runs"]
 
 PolicyFactory = Callable[[Episode], Scorer]
 
@@ -119,3 +122,48 @@ def leakage_check(episodes: Sequence[Episode] | None, embedder: Embedder, k: int
     out["leak_rate_on"] = out["leaks_on"] / max(out["hits_on"], 1)
     out["leak_rate_off"] = out["leaks_off"] / max(out["hits_off"], 1)
     return out
+
+
+def evaluate_synthetic(episodes: int, capacities: Sequence[float], policies: Sequence[str], *, model: str | None,
+                       preset: str = "default", progress: bool = True) -> dict[str, Any]:
+    """Held-out families (eval split) of the simulator: per policy × capacity metrics + leakage."""
+    from dataclasses import replace
+
+    from runtime.scoring import UtilityScorer, default_model_path, make_baseline
+
+    from ..config import load_preset
+    from ..embedcache import cached_embedder
+    from ..label import OracleScorer
+    from ..simulate import generate
+
+    cfg = load_preset(preset)
+    eps = generate(replace(cfg.eval_sim, n_episodes=episodes))
+    emb = cached_embedder(cfg.encoder, Path(cfg.data_dir) / "cache" / "embeddings")
+    facts: dict[str, Any] = {}
+    for name in policies:
+        if name == "utilitynet":
+            path = Path(model) if model else default_model_path()
+            if not path.is_file():
+                print(f"skipping utilitynet: no model at {path} (run `make train`)", file=sys.stderr)
+                continue
+            scorer = UtilityScorer(path)
+            facts[name] = lambda ep, s=scorer: s
+        elif name == "oracle":
+            facts[name] = lambda ep: OracleScorer(ep, emb, cfg.label)
+        else:
+            facts[name] = lambda ep, n=name: make_baseline(n)
+    rows = evaluate_policies(eps, facts, emb, cfg.agent, capacities, progress=progress)
+    return {"episodes": len(eps), "families": sorted({e.family for e in eps}), "rows": rows,
+            "leakage": leakage_check(eps, emb)}
+
+
+def sim_table(rows: Sequence[dict[str, Any]]) -> str:
+    keys = ("success", "key_fact_recall", "stale_answer_rate", "forget_precision", "constraint_violations",
+            "update_ms_p50")
+    head = f"{'policy':<18} {'p':>5} " + " ".join(f"{k[:12]:>12}" for k in keys)
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        lines.append(f"{r['policy']:<18} {r['capacity']:>5.2f} " + " ".join(f"{float(r[k]):>12.3f}" for k in keys))
+    return "\n".join(lines)
+
+

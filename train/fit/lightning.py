@@ -82,7 +82,7 @@ class FitConfig:
         seed: seeds the split, the batch order, dropout and init (everything is reproducible).
         hidden: hidden layer sizes of the MLP (1–3 layers; see ``UtilityNetConfig``).
         dropout: dropout after each hidden layer, in [0, 1).
-        embedding_proj: width the sentence embedding is projected to (≥ 1).
+        embedding_proj: width the sentence embedding is projected to (≥ 0; 0 = not used).
         rank_weight: weight of the pairwise ranking loss between items of one decision, added to the
             weighted BCE (≥ 0; 0 disables it and batches are plain shuffles).
         accelerator: Lightning accelerator: "cpu" | "gpu" | "cuda" | "mps" | "tpu" | "auto".
@@ -135,7 +135,7 @@ class FitConfig:
         need(1 <= len(self.hidden) <= 3 and all(int(h) >= 1 for h in self.hidden), "hidden",
              "1–3 positive sizes")
         need(0 <= self.dropout < 1, "dropout", "in [0, 1)")
-        need(self.embedding_proj >= 1, "embedding_proj", ">= 1")
+        need(self.embedding_proj >= 0, "embedding_proj", ">= 0 (0 = the embedding is not used)")
         need(self.rank_weight >= 0 and math.isfinite(self.rank_weight), "rank_weight", "a finite number >= 0")
         need(self.accelerator in _ACCELERATORS, "accelerator", f"one of {_ACCELERATORS}")
         need(self.devices == "auto" or (isinstance(self.devices, int) and self.devices >= 1)

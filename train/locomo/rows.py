@@ -27,9 +27,9 @@ from runtime.scoring import Scorer
 from runtime.scoring.baselines import LongestScorer
 
 from ..dataset import RowBatch
+from ..stream import stored_texts
 from .protocol import evidence_counts
 from .reader import Conversation, load_locomo
-from ..stream import stored_texts
 from .replay import ConversationRun, locomo_oracle, recall_questions, replay_conversation, stream_turns
 
 __all__ = ["COLLECT_POLICIES", "add_conversation_rows", "add_locomo_rows", "conversation_vectors"]

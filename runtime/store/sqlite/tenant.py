@@ -254,20 +254,28 @@ class SqliteTenant:
     def with_vectors(self, flt: MemoryFilter, now: datetime) -> tuple[list[MemIR], np.ndarray, np.ndarray]:
         """(records, unit vectors, write steps) of the rows passing ``flt``, in write order.
 
-        Rows deleted by another client between the two reads are dropped, not reported as an
-        encoder mismatch; rows embedded by another encoder raise :class:`EncoderMismatchError`.
+        Rows embedded by another encoder raise :class:`EncoderMismatchError` (placeholders keep a
+        vector of their own text, so every row has one).
         """
-        rows = self._rows(flt, now, None, extra=", m.rowid, m.seq")
-        rowids = np.array([r[5] for r in rows], dtype=np.int64)
-        with self.db.lock:
-            found, mat = self.vectors_of(rowids)
-        if len(found) != len(rowids):
-            keep = np.isin(rowids, found)
-            self.raise_if_mismatched(rowids[~keep])
-            rows = [r for r, k in zip(rows, keep.tolist()) if k]
+        emb = self.db.embedder
+        where, params = flt.where(now)
+        t, tp = self.clause()
+        # One read for records and vectors (not the recall cache: a decision's working set is small,
+        # and the cache would reload the whole scope after every change to a tier).
+        with self.db.read() as conn:
+            rows = conn.execute(
+                f"SELECT {READ_COLS}, m.rowid, m.seq, v.vec FROM memories m LEFT JOIN vectors v "
+                f"ON v.mem_rowid = m.rowid AND v.encoder_id = ? AND v.dim = ? WHERE {t} AND {where} ORDER BY m.seq",
+                [emb.encoder_id, emb.dim, *tp, *params]).fetchall()
+        missing = np.array([r[5] for r in rows if r[7] is None], dtype=np.int64)
+        if len(missing):
+            self.raise_if_mismatched(missing)  # rows without a vector of this encoder
+            rows = [r for r in rows if r[7] is not None]
         recs = [row_to_record(*r[:5]) for r in rows]
         seqs = np.array([r[6] for r in rows], dtype=np.int64)
-        return recs, np.array(mat, dtype=np.float32).reshape(len(recs), self.db.embedder.dim), seqs
+        mat = (np.frombuffer(b"".join(r[7] for r in rows), dtype=np.float32).reshape(len(rows), emb.dim)
+               if rows else np.zeros((0, emb.dim), np.float32))
+        return recs, mat.copy(), seqs
 
     def vectors_of(self, rowids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(found rowids, unit vectors) from the scope's vector cache (call under ``db.lock``).
@@ -305,16 +313,18 @@ class SqliteTenant:
     def recent_vectors(self, n: int) -> np.ndarray:
         """Unit vectors of the scope's ``n`` most recent writes, any tier, oldest first
         (placeholders excluded: they are not what the conversation was about)."""
+        emb = self.db.embedder
         t, tp = self.clause()
         with self.db.read() as conn:
             rows = conn.execute(
-                f"SELECT m.rowid FROM memories m INDEXED BY ix_mem_scope WHERE {t} "
+                f"SELECT v.vec FROM memories m INDEXED BY ix_mem_scope JOIN vectors v ON v.mem_rowid = m.rowid "
+                f"AND v.encoder_id = ? AND v.dim = ? WHERE {t} "
                 f"AND json_extract(m.record, '$.metadata.flags') NOT LIKE '%placeholder%' "
-                f"ORDER BY m.rowid DESC LIMIT ?", tp + [int(n)]).fetchall()  # rowid order = write order
-        rowids = np.array([r[0] for r in reversed(rows)], dtype=np.int64)
-        with self.db.lock:
-            found, mat = self.vectors_of(rowids)
-        return np.asarray(mat, dtype=np.float32).reshape(len(found), self.db.embedder.dim)
+                f"ORDER BY m.rowid DESC LIMIT ?",  # rowid order = write order
+                [emb.encoder_id, emb.dim, *tp, int(n)]).fetchall()
+        if not rows:
+            return np.zeros((0, emb.dim), np.float32)
+        return np.frombuffer(b"".join(r[0] for r in reversed(rows)), dtype=np.float32).reshape(len(rows), emb.dim)
 
     def working_count(self) -> int:
         """Memories in working memory (for the fill watermark)."""

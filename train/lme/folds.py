@@ -1,0 +1,55 @@
+"""Splits of LongMemEval questions that never let one question's evidence sit in another split.
+
+Filler sessions repeat across questions, and a question's evidence session can be another
+question's filler. Questions linked that way form one group, and a group goes to one fold
+whole. Groups are dealt to folds in the order of a hash of their ids, so the split is stable
+(the same questions land in the same fold on every machine) and the folds are balanced.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+
+from .reader import LmeQuestion
+
+__all__ = ["fold_of", "groups"]
+
+
+def groups(questions: Iterable[LmeQuestion]) -> dict[str, str]:
+    """question id -> group id (the smallest question id of its group)."""
+    qs = list(questions)
+    parent = {q.question_id: q.question_id for q in qs}
+
+    def find(x: str) -> str:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    holders: dict[str, set[str]] = defaultdict(set)
+    for q in qs:
+        for s in q.sessions:
+            holders[s.session_id].add(q.question_id)
+    for q in qs:
+        for sid in q.answer_session_ids:
+            for other in holders.get(sid, ()):
+                a, b = find(q.question_id), find(other)
+                if a != b:
+                    parent[max(a, b)] = min(a, b)
+    return {q.question_id: find(q.question_id) for q in qs}
+
+
+def fold_of(question_groups: dict[str, str], k: int) -> dict[str, int]:
+    """question id -> fold in ``range(k)``: groups dealt round-robin in hash order."""
+    if k < 2:
+        raise ValueError(f"need at least 2 folds, got {k}")
+    roots = sorted(set(question_groups.values()), key=lambda g: hashlib.sha256(g.encode()).hexdigest())
+    fold = {g: i % k for i, g in enumerate(roots)}
+    return {q: fold[g] for q, g in question_groups.items()}
+
+
+def split(ids: Sequence[str], folds: dict[str, int], k: int) -> tuple[list[str], list[str]]:
+    """``(train ids, test ids)`` for fold ``k``."""
+    return [i for i in ids if folds[i] != k], [i for i in ids if folds[i] == k]

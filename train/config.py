@@ -42,8 +42,14 @@ class TrainConfig:
         final_policies: baselines evaluated once, beside the promoted model, for the model card.
         counterfactual_samples: items re-run with forced keep/drop per round to check the labels.
         encoder: ``"onnx"`` (all-MiniLM-L6-v2, production) or ``"hash"`` (fast test double).
-        locomo_files: LoCoMo-layout conversations ingested as labelled trajectories (missing files are skipped).
+        lme_rows: directory of precomputed LongMemEval rows (MIT; ``data/lme`` ships with the repo), split
+            by question into training and validation rows; ``None`` = not used.
+        log_files: your own labelled chat logs (:mod:`train.logs`); every file must exist and validate.
+        locomo_files: LoCoMo-layout conversations (CC BY-NC: research presets only; a model fit on them
+            is never promoted to the shipped default).
         locomo_weight: sample-weight multiplier for conversation rows relative to simulated rows.
+        promote: ``if_better`` replaces the promoted model only when the candidate scores at least as
+            well on the same real validation rows; ``always`` replaces it.
         data_dir: where round datasets are written.
         checkpoints_dir: where round checkpoints and the promoted model go.
         seed: master seed (torch, numpy, data split).
@@ -60,8 +66,11 @@ class TrainConfig:
     final_policies: tuple[str, ...] = ()
     counterfactual_samples: int = 16
     encoder: Literal["onnx", "hash"] = "onnx"
+    lme_rows: str | None = None
+    log_files: tuple[str, ...] = ()
     locomo_files: tuple[str, ...] = ()
     locomo_weight: float = 1.0
+    promote: Literal["if_better", "always"] = "if_better"
     data_dir: str = "data"
     checkpoints_dir: str = "checkpoints"
     seed: int = 0
@@ -80,6 +89,11 @@ class TrainConfig:
             problems.append(("eval_sim.split", "evaluation episodes must use split 'eval'"))
         if self.counterfactual_samples < 0:
             problems.append(("counterfactual_samples", "must be >= 0"))
+        if self.promote not in ("if_better", "always"):
+            problems.append(("promote", "must be 'if_better' or 'always'"))
+        missing = [f for f in self.log_files if not Path(f).is_file()]
+        if missing:
+            problems.append(("log_files", f"not found: {missing}"))
         if problems:
             raise ValidationError("invalid TrainConfig — " + "; ".join(f"{f}: {m}" for f, m in problems),
                                   field=problems[0][0], problems=problems)

@@ -10,7 +10,8 @@ distractors of a later question are labelled 0 with extra weight; so are *mined*
 items whose similarity to a later question beats the true answer's. Everything else is 0, weight 1.
 
 The counterfactual check re-runs the episode with one item forced kept and forced dropped from the
-decision on; the label "useful" should agree with "keeping it answers more questions".
+decision on; the label "useful" should agree with "keeping it answers more questions". Where it
+does not, the counterfactual is the direct measurement: the loop relabels those rows with it.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ from runtime.scoring import Scorer
 from .agent import AgentConfig, Decision, EpisodeRun, run_episode
 from .simulate import Episode
 
-__all__ = ["LabelConfig", "Labels", "label_decisions", "counterfactual_agreement", "OracleScorer"]
+__all__ = ["Counterfactual", "LabelConfig", "Labels", "OracleScorer", "apply_corrections", "counterfactual_agreement",
+           "label_decisions"]
 
 
 @dataclass(frozen=True)
@@ -143,10 +145,26 @@ class OracleScorer:
         return out
 
 
+@dataclass
+class Counterfactual:
+    """The counterfactual check of a sample of labelled rows.
+
+    Attributes:
+        n: rows checked; agreement: share where the label and the counterfactual agree.
+        corrections: ``(episode index, row index within that episode's labels, counterfactual
+            label)`` of every row where they disagree — the counterfactual is the direct
+            measurement, so the loop relabels those rows with it (:func:`apply_corrections`).
+    """
+
+    n: int
+    agreement: float
+    corrections: list[tuple[int, int, float]]
+
+
 def counterfactual_agreement(episodes: Sequence[Episode], runs: Sequence[EpisodeRun], labels: Sequence[Labels],
                              scorer: Scorer, embedder: Embedder, agent: AgentConfig, *, n_samples: int = 16,
-                             seed: int = 0, threshold: float = 0.2) -> dict[str, float]:
-    """Re-run episodes with one labelled item forced kept vs forced dropped; report agreement.
+                             seed: int = 0, threshold: float = 0.2) -> Counterfactual:
+    """Re-run episodes with one labelled item forced kept vs forced dropped; compare with its label.
 
     An item is counterfactually useful if forcing it kept answers more of the episode's questions
     than forcing it dropped. Samples are stratified: half labelled useful, half not.
@@ -157,7 +175,8 @@ def counterfactual_agreement(episodes: Sequence[Episode], runs: Sequence[Episode
         row = 0
         for d in run.decisions:
             for i, mid in enumerate(d.ids):
-                (pool_pos if lab.y[row + i] > threshold else pool_neg).append((e, d.step, mid, float(lab.y[row + i])))
+                (pool_pos if lab.y[row + i] > threshold else pool_neg).append((e, row + i, d.step, mid,
+                                                                               float(lab.y[row + i])))
             row += len(d.ids)
     picks = []
     for pool in (pool_pos, pool_neg):
@@ -165,10 +184,25 @@ def counterfactual_agreement(episodes: Sequence[Episode], runs: Sequence[Episode
             idx = rng.choice(len(pool), size=min(n_samples // 2, len(pool)), replace=False)
             picks += [pool[i] for i in idx]
     agree = 0
-    for e, step, mid, y in picks:
+    corrections = []
+    for e, row, step, mid, y in picks:
         ep = episodes[e]
         a = run_episode(ep, scorer, embedder, agent, force_keep={mid: step})
         b = run_episode(ep, scorer, embedder, agent, force_drop={mid: step})
         cf_useful = sum(q.success for q in a.questions) > sum(q.success for q in b.questions)
-        agree += int(cf_useful == (y > threshold))
-    return {"n": float(len(picks)), "agreement": agree / len(picks) if picks else float("nan")}
+        if cf_useful == (y > threshold):
+            agree += 1
+        else:
+            corrections.append((e, row, 1.0 if cf_useful else 0.0))
+    return Counterfactual(len(picks), agree / len(picks) if picks else float("nan"), corrections)
+
+
+def apply_corrections(labels: Sequence[Labels], corrections: Sequence[tuple[int, int, float]], *,
+                      weight: float = 3.0) -> int:
+    """Relabel rows where the counterfactual disagreed with hindsight, with extra weight (they were
+    measured, not inferred); returns how many changed."""
+    for e, row, y in corrections:
+        labels[e].y[row] = y
+        labels[e].w[row] = max(float(labels[e].w[row]), weight)
+        labels[e].tag[row] = "counterfactual"
+    return len(corrections)

@@ -38,8 +38,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from runtime.encoders import Embedder
 from runtime.errors import MemirError, ValidationError
 

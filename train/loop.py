@@ -1,10 +1,16 @@
 """``make train``: simulate → collect → hindsight labels → fit → export → evaluate, in rounds.
 
-Round 0 collects trajectories with keep-most-recent; round r collects with round r−1's ONNX model
-(the state distribution shifts with the policy, so each round sees the states its predecessor
-creates). Datasets aggregate across rounds. Every round writes ``checkpoints/round_NNN/`` (Lightning
-checkpoint, ONNX, resolved config, metrics, data manifest, git commit); the best round by held-out
-question success is promoted to ``checkpoints/utilitynet.onnx`` + ``model_card.json``.
+Round 0 collects simulated trajectories with keep-most-recent; round r collects with round r−1's
+ONNX model (the state distribution shifts with the policy, so each round sees the states its
+predecessor creates). Simulated rows aggregate across rounds; every fit also learns from the real
+rows the preset names (:mod:`train.sources`: LongMemEval's shipped rows, your labelled chat logs,
+LoCoMo for research presets), and every source used or skipped is said in the log and the card.
+
+Selection is honest: the best round is the one that ranks the **real validation rows** best
+(LongMemEval questions no fit learns from), never a figure that is reported. Promotion compares that
+round with the model already promoted, on the same rows, and never replaces a better model with a
+worse one (``promote: always`` overrides). Every round writes ``checkpoints/round_NNN/``
+(Lightning checkpoint, ONNX, resolved config, metrics, data manifest, git commit).
 
 Example:
     python -m train.loop --preset default --rounds 3
@@ -28,6 +34,7 @@ import numpy as np
 import yaml
 
 from runtime.encoders import Embedder
+from runtime.errors import MemirError
 from runtime.record.redaction import redact
 from runtime.scoring import UtilityScorer, make_baseline
 from runtime.scoring.baselines import RecencyScorer
@@ -40,8 +47,10 @@ from .config import TrainConfig, load_preset
 from .dataset import RowBatch, decision_groups, load_rounds, round_dir, to_numpy, write_round
 from .embedcache import CachedEmbedder, cached_embedder
 from .eval.synthetic import evaluate_policies, leakage_check
-from .label import OracleScorer, counterfactual_agreement, label_decisions
+from .fit.data import roc_auc
+from .label import OracleScorer, apply_corrections, counterfactual_agreement, label_decisions
 from .simulate import Episode, generate, summarize
+from .sources import RealRows, Source, load_lme_rows, warn
 
 __all__ = ["run", "LoopResult", "main"]
 
@@ -55,6 +64,7 @@ class LoopResult:
     best_round: int
     promoted: Path
     seconds: float
+    promotion: dict[str, Any]
 
 
 def git_commit() -> str:
@@ -102,8 +112,10 @@ def _bar(items: Sequence[Any], desc: str, progress: bool) -> Any:
 
 
 def run_round(r: int, cfg: TrainConfig, emb: CachedEmbedder, train_eps: list[Episode], eval_eps: list[Episode],
-              prev_model: Path | None, progress: bool) -> dict[str, Any]:
-    """One round: collect with the previous policy, label, write data, fit on all rounds, export, evaluate."""
+              prev_model: Path | None, real: RealRows | None, progress: bool) -> dict[str, Any]:
+    """One round: collect with the previous policy, label (counterfactual corrections applied), write
+    data, fit on all rounds plus the real rows, export, evaluate on held-out families and score the
+    real validation rows."""
     t0 = time.perf_counter()
     spec = spec_for(emb.dim, emb.encoder_id)
     policy = RecencyScorer() if prev_model is None else UtilityScorer(prev_model)
@@ -111,29 +123,37 @@ def run_round(r: int, cfg: TrainConfig, emb: CachedEmbedder, train_eps: list[Epi
     runs, labels = [], []
     for ep in _bar(train_eps, f"round {r}: collect ({policy.name})", progress):
         run = run_episode(ep, policy, emb, cfg.agent, record=True)
-        lab = label_decisions(ep, run.decisions, emb, cfg.label)
-        rows.add_run(run, lab, family=ep.family)
         runs.append(run)
-        labels.append(lab)
+        labels.append(label_decisions(ep, run.decisions, emb, cfg.label))
+    n_cf = min(cfg.counterfactual_samples, sum(len(lab.y) for lab in labels))
+    cf = counterfactual_agreement(train_eps, runs, labels, policy, emb, cfg.agent, n_samples=n_cf, seed=cfg.seed + r)
+    relabelled = apply_corrections(labels, cf.corrections)
+    for ep, run, lab in zip(train_eps, runs, labels):
+        rows.add_run(run, lab, family=ep.family)
     if r == 0 and cfg.locomo_files:
         from .locomo.rows import add_locomo_rows
-        add_locomo_rows(rows, [f for f in cfg.locomo_files if Path(f).exists()], emb, weight=cfg.locomo_weight)
+        add_locomo_rows(rows, list(cfg.locomo_files), emb, weight=cfg.locomo_weight)
+    if r == 0 and cfg.log_files:
+        _add_log_rows(rows, cfg, emb)
     t_collect = time.perf_counter() - t0
-    n_cf = min(cfg.counterfactual_samples, sum(len(lab.y) for lab in labels))
-    cf = (counterfactual_agreement(train_eps, runs, labels, policy, emb, cfg.agent, n_samples=n_cf, seed=cfg.seed + r)
-          if n_cf else {"n": 0.0, "agreement": float("nan")})
     data_root = Path(cfg.data_dir)
     write_round(rows, round_dir(data_root, r), overwrite=True, manifest={
         "policy": policy.name, "seed": cfg.seed, "sim": cfg.to_dict()["sim"], "agent": cfg.to_dict()["agent"],
-        "label": cfg.to_dict()["label"], "simulation": _stats(train_eps), "locomo_files": list(cfg.locomo_files)})
+        "label": cfg.to_dict()["label"], "simulation": _stats(train_eps), "locomo_files": list(cfg.locomo_files),
+        "log_files": list(cfg.log_files), "counterfactual_relabelled": relabelled})
     ds = load_rounds([round_dir(data_root, k) for k in range(r + 1)])
     X, y, w, groups = to_numpy(ds)
+    dec = decision_groups(ds)
+    if real is not None:  # the real training rows join every fit; their groups and decisions stay apart
+        X, y, w = np.vstack([X, real.X]), np.concatenate([y, real.y]), np.concatenate([w, real.w])
+        groups = np.concatenate([groups, real.groups + int(groups.max()) + 1])
+        dec = np.concatenate([dec, real.decisions + int(dec.max()) + 1])
     out = Path(cfg.checkpoints_dir) / f"round_{r:03d}"
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
     fitted = fit_stage.run(cfg.fit, X, y, w, groups, spec=spec, out_dir=out / "lightning",
-                           rank_groups=decision_groups(ds) if cfg.fit.rank_weight > 0 else None)
+                           rank_groups=dec if cfg.fit.rank_weight > 0 else None)
     shutil.copy(fitted.checkpoint_path, out / "model.ckpt")
     onnx_path = export_onnx(fitted.model, spec, out / "utilitynet.onnx", metadata={
         "round": r, "val_loss": fitted.best_val_loss, "rows": int(len(y)), "git_commit": git_commit()})
@@ -143,7 +163,8 @@ def run_round(r: int, cfg: TrainConfig, emb: CachedEmbedder, train_eps: list[Epi
     pos = float((y > 0.2).mean())
     metrics = {
         "round": r, "collect_policy": policy.name, "rows": int(len(y)), "rows_this_round": len(rows),
-        "positive_rate": pos, "label_counterfactual_agreement": cf["agreement"], "counterfactual_samples": cf["n"],
+        "positive_rate": pos, "label_counterfactual_agreement": cf.agreement, "counterfactual_samples": cf.n,
+        "counterfactual_relabelled": relabelled, "validation": validation_score(onnx_path, real),
         "val_loss": fitted.best_val_loss, "fit": fitted.metrics, "epochs": fitted.epochs_run,
         "parity_max_abs_diff": {str(k): float(v) for k, v in parity.items()},
         "eval": evals, "seconds": {"collect": t_collect, "total": time.perf_counter() - t0},
@@ -156,36 +177,95 @@ def run_round(r: int, cfg: TrainConfig, emb: CachedEmbedder, train_eps: list[Epi
     return metrics
 
 
+def _add_log_rows(rows: RowBatch, cfg: TrainConfig, emb: Embedder) -> None:
+    from .logs import log_rows
+    for cr in log_rows(list(cfg.log_files), emb):
+        if len(cr.y):
+            rows.add(episode_id=f"log:{cr.conversation_id}", family="logs", decision=0, step=cr.step, user_id="logs",
+                     item_ids=cr.item_ids, X=cr.X, y=cr.y, w=cr.w, tags=cr.tag, kept=np.zeros(len(cr.y), bool),
+                     source="logs")
+
+
 def _stats(eps: Sequence[Episode]) -> dict[str, Any]:
     st = summarize(eps)
     d = st.to_dict() if hasattr(st, "to_dict") else dict(getattr(st, "__dict__", {}))
     return json.loads(json.dumps(d, default=str))
 
 
-def _score(m: dict[str, Any]) -> float:
+def _success(m: dict[str, Any]) -> float:
     vals = [row["success"] for row in m["eval"] if row["policy"] == "utilitynet"]
     return float(np.mean(vals)) if vals else float("-inf")
 
 
+def validation_score(model: Path, real: RealRows | None) -> dict[str, Any] | None:
+    """ROC AUC of a model's utilities on the real validation rows (``None`` without any)."""
+    if real is None or not real.has_validation:
+        return None
+    try:
+        u = UtilityScorer(model).score_features(real.X_val)
+    except MemirError as e:  # another feature schema or encoder: it cannot be compared on these rows
+        return {"auc": None, "rows": int(len(real.y_val)), "error": str(e).splitlines()[0]}
+    return {"auc": roc_auc(u, real.y_val > 0.5), "rows": int(len(real.y_val)),
+            "data": "LongMemEval validation questions (rows no fit learns from)"}
+
+
+def _selection(m: dict[str, Any]) -> float:
+    v = m.get("validation")
+    return float(v["auc"]) if v and v.get("auc") is not None else _success(m)
+
+
 def promote(cfg: TrainConfig, rounds: list[dict[str, Any]], emb: Embedder, leakage: dict[str, Any],
-            final: list[dict[str, Any]] | None = None) -> tuple[int, Path]:
-    """Copy the best round's ONNX to ``checkpoints/utilitynet.onnx`` and write its model card."""
-    best = max(range(len(rounds)), key=lambda i: _score(rounds[i]))
+            sources: list[Source], real: RealRows | None, final: list[dict[str, Any]] | None = None
+            ) -> tuple[int, Path, dict[str, Any]]:
+    """Pick the best round on the validation rows; promote it unless the incumbent is better there."""
+    best = max(range(len(rounds)), key=lambda i: _selection(rounds[i]))
     src = Path(cfg.checkpoints_dir) / f"round_{best:03d}"
     dst = Path(cfg.checkpoints_dir) / "utilitynet.onnx"
+    research = any(s.used and s.name == "locomo" for s in sources)
+    cand = rounds[best].get("validation")
+    inc = validation_score(dst, real) if dst.is_file() else None
+    c_auc, i_auc = (cand or {}).get("auc"), (inc or {}).get("auc")
+    if not dst.is_file():
+        decision = {"promoted": True, "why": "no model was promoted before"}
+    elif cfg.promote == "always":
+        decision = {"promoted": True, "why": "promote: always"}
+    elif c_auc is None:
+        decision = {"promoted": False, "why": "no real validation rows to compare on: the promoted model is kept"}
+    elif i_auc is not None and i_auc > c_auc:
+        decision = {"promoted": False, "why": f"the promoted model ranks the validation rows better ({i_auc:.4f} > "
+                                               f"{c_auc:.4f}): kept"}
+    else:
+        decision = {"promoted": True, "why": f"validation AUC {c_auc:.4f} vs the promoted model's "
+                                             f"{'n/a' if i_auc is None else f'{i_auc:.4f}'}"}
+    decision.update({"round": best, "candidate_validation_auc": c_auc, "incumbent_validation_auc": i_auc})
+    warn(f"promotion: round {best} {'PROMOTED' if decision['promoted'] else 'not promoted'} — {decision['why']}")
+    if not decision["promoted"]:
+        return best, dst, decision
     shutil.copy(src / "utilitynet.onnx", dst)
     spec = spec_for(emb.dim, emb.encoder_id)
     card = {
         "model": "utilitynet", "feature_schema_version": spec.version, "n_features": spec.n_features,
         "encoder_id": emb.encoder_id, "round": best, "git_commit": git_commit(),
+        "license_note": ("research only: fit on CC BY-NC data (LoCoMo); not for the shipped default" if research
+                         else "fit on the simulator and MIT-licensed data only"),
+        "sources": [s.to_dict() for s in sources], "promotion": decision,
         "training_data": {"rows": rounds[best]["rows"], "positive_rate": rounds[best]["positive_rate"],
                           "manifest": json.loads((src / "data_manifest.json").read_text())},
-        "metrics": {k: rounds[best][k] for k in ("val_loss", "label_counterfactual_agreement", "eval")},
-        "final_eval": final or rounds[best]["eval"], "leakage": leakage, "rounds": [{"round": m["round"], "utilitynet_success": _score(m)} for m in rounds],
+        "figures": {
+            "validation": {**(cand or {}), "used_for": "choosing the round and promotion (never reported as a "
+                                                      "generalisation figure)"},
+            "heldout_simulator": {"rows": rounds[best]["eval"], "data": "simulator, held-out families, eval "
+                                                                        "templates and entities"},
+        },
+        "metrics": {k: rounds[best][k] for k in ("val_loss", "label_counterfactual_agreement",
+                                                 "counterfactual_relabelled")},
+        "final_eval": final or rounds[best]["eval"], "leakage": leakage,
+        "rounds": [{"round": m["round"], "validation_auc": (m.get("validation") or {}).get("auc"),
+                    "heldout_success": _success(m)} for m in rounds],
         "config": cfg.to_dict(),
     }
     (Path(cfg.checkpoints_dir) / "model_card.json").write_text(json.dumps(card, indent=2, default=float))
-    return best, dst
+    return best, dst, decision
 
 
 def plot_rounds(rounds: list[dict[str, Any]], path: Path) -> None:
@@ -214,6 +294,18 @@ def run(cfg: TrainConfig, *, progress: bool = True) -> LoopResult:
     """Run every round of ``cfg``; returns the per-round metrics and the promoted model path."""
     t0 = time.perf_counter()
     emb = make_embedder(cfg)
+    spec = spec_for(emb.dim, emb.encoder_id)
+    real, lme_source = load_lme_rows(cfg.lme_rows, spec.n_features)
+    sources = [Source("simulator", True, "generated", {"training episodes": cfg.sim.n_episodes,
+                                                     "held-out episodes": cfg.eval_sim.n_episodes}),
+               lme_source,
+               Source("chat logs", bool(cfg.log_files), "yours", {"files": len(cfg.log_files)},
+                      reason=None if cfg.log_files else "none configured (log_files)"),
+               Source("locomo", bool(cfg.locomo_files), "CC BY-NC 4.0: research only",
+                      {"files": len(cfg.locomo_files)},
+                      reason=None if cfg.locomo_files else "not in this preset (CC BY-NC)")]
+    for s in sources:
+        warn(s.line())
     train_eps = generate(cfg.sim)
     eval_eps = generate(cfg.eval_sim)
     _warm(emb, train_eps + eval_eps)
@@ -221,25 +313,27 @@ def run(cfg: TrainConfig, *, progress: bool = True) -> LoopResult:
     rounds: list[dict[str, Any]] = []
     prev: Path | None = None
     for r in range(cfg.rounds):
-        m = run_round(r, cfg, emb, train_eps, eval_eps, prev, progress)
+        m = run_round(r, cfg, emb, train_eps, eval_eps, prev, real, progress)
         rounds.append(m)
         prev = Path(cfg.checkpoints_dir) / f"round_{r:03d}" / "utilitynet.onnx"
         emb.save()
         if progress:
             util = [f"{row['capacity']:.0%}: {row['success']:.3f}" for row in m["eval"] if row["policy"] == "utilitynet"]
+            val = (m.get("validation") or {}).get("auc")
             print(f"round {r}: val_loss={m['val_loss']:.4f} cf_agreement={m['label_counterfactual_agreement']:.2f} "
-                  f"utilitynet success {', '.join(util)}", file=sys.stderr)
+                  f"(relabelled {m['counterfactual_relabelled']}) validation AUC "
+                  f"{'n/a' if val is None else f'{val:.4f}'}; held-out success {', '.join(util)}", file=sys.stderr)
     leakage = leakage_check(eval_eps, emb)
     final: list[dict[str, Any]] = []
-    best_round = max(range(len(rounds)), key=lambda i: _score(rounds[i]))
+    best_round = max(range(len(rounds)), key=lambda i: _selection(rounds[i]))
     if cfg.final_policies:
         final = [row for row in rounds[best_round]["eval"]] + evaluate_policies(
             eval_eps, {k: v for k, v in _policies(cfg, None, emb, cfg.final_policies).items()
                        if k not in {row["policy"] for row in rounds[best_round]["eval"]}},
             emb, cfg.agent, cfg.eval_capacities, progress=progress)
-    best, promoted = promote(cfg, rounds, emb, leakage, final)
+    best, promoted, decision = promote(cfg, rounds, emb, leakage, sources, real, final)
     plot_rounds(rounds, Path(cfg.checkpoints_dir) / "rounds.png")
-    return LoopResult(rounds, best, promoted, time.perf_counter() - t0)
+    return LoopResult(rounds, best, promoted, time.perf_counter() - t0, decision)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -253,7 +347,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     a = p.parse_args(argv)
     cfg = load_preset(a.preset, rounds=a.rounds, checkpoints_dir=a.checkpoints_dir, data_dir=a.data_dir)
     res = run(cfg, progress=not a.quiet)
-    print(json.dumps({"best_round": res.best_round, "promoted": str(res.promoted), "seconds": round(res.seconds, 1),
+    print(json.dumps({"best_round": res.best_round, "promoted": str(res.promoted), "promotion": res.promotion,
+                      "seconds": round(res.seconds, 1),
                       "rounds": [{"round": m["round"], "val_loss": m["val_loss"],
                                   "cf_agreement": m["label_counterfactual_agreement"],
                                   "eval": [{k: row[k] for k in ("policy", "capacity", "success", "key_fact_recall")}

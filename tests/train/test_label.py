@@ -105,8 +105,8 @@ def test_no_later_question_means_no_positive() -> None:
 
 
 def test_the_oracle_scores_by_the_same_hindsight() -> None:
-    from utilitynet.context import ScoringContext
     from runtime.record import MemIR, Provenance
+    from utilitynet.context import ScoringContext
     ep = episode()
     recs = [MemIR(id=f"e{i}", content="x", provenance=Provenance(user_id="u1")) for i in range(4)]
     u = OracleScorer(ep, EMB, LabelConfig(half_life_steps=2.0)).score(
@@ -125,4 +125,11 @@ def test_the_counterfactual_check_agrees_on_a_trajectory_with_a_known_answer() -
     forced = run_episode(ep, scorer, EMB, cfg, force_keep={"e1": 0})
     assert forced.questions[0].success  # keeping it answers the question: labels and reality agree
     res = counterfactual_agreement([ep], [run], [lab], scorer, EMB, cfg, n_samples=4, seed=0)
-    assert res["n"] >= 2 and res["agreement"] == 1.0
+    assert res.n >= 2 and res.agreement == 1.0 and res.corrections == []
+
+
+def test_disagreements_are_relabelled_with_the_counterfactual() -> None:
+    from train.label import Labels, apply_corrections
+    lab = Labels(np.array([0.0, 0.9], np.float32), np.ones(2, np.float32), ["other", "useful"])
+    assert apply_corrections([lab], [(0, 0, 1.0), (0, 1, 0.0)], weight=3.0) == 2
+    assert lab.y.tolist() == [1.0, 0.0] and lab.w.tolist() == [3.0, 3.0] and lab.tag == ["counterfactual"] * 2

@@ -92,7 +92,7 @@ def check_parity(conv: Conversation, emb: Embedder, p: float, tmp: Path, model_s
     # 2. the evaluator's figure equals the agent's, for the model too
     for scorer in (LongestScorer(), model_scorer):
         _, kept = agent_replay(conv, scorer, emb, K)
-        run = evaluate_locomo([conv], ["policy"], [p], emb, progress=False, scorer_for=lambda name, c: scorer)[0]
+        run = evaluate_locomo([conv], ["policy"], [p], emb, progress=False, scorer_for=lambda name, c, s=scorer: s)[0]
         assert run.recall == recall(conv, kept)
         assert sorted(memory_id(x) for x in run.kept) == sorted(kept)
 

@@ -5,6 +5,9 @@ random 384-dim embeddings, scored in batches; redundancy (O(batch²·d)) on and 
 measured in the same run, is the keep-recent heuristic (read ``created_at`` per record and rank):
 the cheapest scorer there is, so ratios say what the learned scorer costs on top of it.
 
+Columnar input (:class:`utilitynet.columns.RecordColumns`, what a Parquet dump or a data-engine
+block holds) skips the per-record Python pass; ``--threads`` sets the columnar scorer's threads.
+
 Usage:
     python bench/bench_scorer.py                       # 200k rows, batch 4096, dim 384
     python bench/bench_scorer.py --rows 20000 --model checkpoints/utilitynet.onnx
@@ -24,6 +27,7 @@ import numpy as np
 
 from runtime.record import DialogRole, Flag, MemIR, Metadata, Provenance, RoleContext, SourceType, Usage
 from runtime.scoring import UtilityScorer
+from utilitynet.columns import RecordColumns
 from utilitynet.context import ScoringContext
 from utilitynet.features import featurize
 
@@ -95,6 +99,8 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=4096)
     ap.add_argument("--dim", type=int, default=384)
     ap.add_argument("--repeat", type=int, default=2, help="passes per measurement; the best is kept")
+    ap.add_argument("--threads", type=int, default=os.cpu_count() or 1,
+                    help="threads of the columnar scorer's second run (default: every CPU)")
     ap.add_argument("--model", type=Path, default=None, help="ONNX model (default: a fresh random one)")
     args = ap.parse_args()
 
@@ -111,6 +117,9 @@ def main() -> None:
         model = args.model or default_model(args.dim, Path(tmp))
         scorer_none = UtilityScorer(model, batch_size=args.batch, redundancy="none")
         scorer_batch = UtilityScorer(model, batch_size=args.batch, redundancy="batch")
+        scorer_cols = {t: UtilityScorer(model, batch_size=args.batch, redundancy="none", threads=t)
+                       for t in (1, args.threads)}
+        columns = [RecordColumns.from_records(r) for _, r in batches]
 
         def recency() -> None:
             for _, r in batches:
@@ -135,13 +144,26 @@ def main() -> None:
                     s.score(r, e, c)
             return run
 
+        def cols_e2e(s: UtilityScorer) -> Callable[[], None]:
+            def run() -> None:
+                for c, e, x in zip(columns, embs, ctxs, strict=True):
+                    s.score_columns(c, e, x)
+            return run
+
+        def to_columns() -> None:
+            for _, r in batches:
+                RecordColumns.from_records(r)
+
         rows = {}
         rows["baseline: keep-recent (created_at sort)"] = timed(recency, args.repeat)
+        rows["MemIR objects -> columns"] = timed(to_columns, args.repeat)
         rows["featurize, redundancy=batch"] = timed(feat("batch"), args.repeat)
         rows["featurize, redundancy=none"] = timed(feat("none"), args.repeat)
         rows["ONNX MLP alone (score_features)"] = timed(mlp, args.repeat)
         rows["end-to-end score, redundancy=batch"] = timed(e2e(scorer_batch), args.repeat)
         rows["end-to-end score, redundancy=none"] = timed(e2e(scorer_none), args.repeat)
+        for t, s in scorer_cols.items():
+            rows[f"columns: featurize+ONNX, threads={t}"] = timed(cols_e2e(s), args.repeat)
 
     _, base_cpu = rows["baseline: keep-recent (created_at sort)"]
     print(f"load avg now {os.getloadavg()[0]:.1f}")
@@ -151,6 +173,11 @@ def main() -> None:
               f"{cpu / base_cpu:10.1f}")
     on, off = rows["featurize, redundancy=batch"], rows["featurize, redundancy=none"]
     print(f"redundancy on/off featurize ratio: wall {on[0] / off[0]:.1f}×, cpu {on[1] / off[1]:.1f}×")
+    obj = rows["end-to-end score, redundancy=none"]
+    for t in scorer_cols:
+        col = rows[f"columns: featurize+ONNX, threads={t}"]
+        print(f"columns (threads={t}) vs MemIR objects, end to end without redundancy: "
+              f"{obj[0] / col[0]:.2f}× faster wall, {args.rows / col[0]:,.0f} rows/s")
 
 
 if __name__ == "__main__":

@@ -69,19 +69,12 @@ MODEL_OUTPUT = "logit"
 from .columns import (  # noqa: E402  (the column codecs: vocabularies, timestamps, clipping)
     DIALOG_ROLES,
     FLAGS,
-    NAN,
-    ROLE_IDX,
-    SENS_IDX,
     SENSITIVITIES,
     SOURCE_TYPES,
-    SRC_IDX,
-    codes,
-    flag_bits,
-    floats,
+    RecordColumns,
     log_count,
     log_hours,
     onehot,
-    timestamps,
     ts,
 )
 
@@ -89,32 +82,24 @@ from .columns import (  # noqa: E402  (the column codecs: vocabularies, timestam
 class _Batch:
     """Columnar view of one featurize call: raw arrays read once, derived arrays computed lazily."""
 
-    def __init__(self, records: Sequence[Any], emb: np.ndarray, ctx: ScoringContext,
-                 redundancy: bool) -> None:
-        self.n = n = len(records)
+    def __init__(self, cols: RecordColumns, emb: np.ndarray, ctx: ScoringContext,
+                 redundancy: bool, workers: int = 1) -> None:
+        self.n = n = len(cols)
+        self.workers = workers
         self.ctx, self.emb, self.want_redundancy = ctx, emb, redundancy
         self.now = ts(ctx.now)
-        # One pass of plain attribute reads, then one C-level transpose and a typed conversion per
-        # column: this is the only per-record Python work (~3 µs/record), so keep it tight.
-        rows = [(r.content, r.created_at, (pv := r.provenance).type, r.role_context.dialog_role,
-                 (md := r.metadata).confidence, md.flags, md.sensitivity, md.expires_at,
-                 md.freshness_half_life, (us := r.usage).access_count, us.last_accessed_at,
-                 pv.derived_from, getattr(md, "attributes", None)) for r in records]
-        cols: list[tuple[Any, ...]] = list(zip(*rows, strict=True)) if rows else [()] * 13
-        (content, created, src, role, conf, flags, sens, expires, half_life, access, last_access,
-         parents, attributes) = cols
-        self.attributes = attributes
-        self.content = [c or "" for c in content] if None in content else list(content)
-        self.created, self.expires = timestamps(created), timestamps(expires)
-        self.last_access = timestamps(last_access)
-        self.src, self.role = codes(SRC_IDX, src), codes(ROLE_IDX, role)
-        self.sens = codes(SENS_IDX, sens)
-        self.flags = np.array([flag_bits(f) if f else 0 for f in flags], dtype=np.int64)
-        self.confidence = np.clip(np.nan_to_num(floats(conf), nan=1.0), 0.0, 1.0)
-        self.half_life = np.array([NAN if h is None else h.total_seconds() for h in half_life],
-                                  dtype=np.float64)
-        self.access_count = floats(access)
-        self.n_parents = np.array([len(p) if p else 0 for p in parents], dtype=np.float64)
+        self.attributes = cols.attributes
+        self.content = cols.content
+        self.created = np.asarray(cols.created_at, dtype=np.float64)
+        self.expires = np.asarray(cols.expires_at, dtype=np.float64)
+        self.last_access = np.asarray(cols.last_accessed_at, dtype=np.float64)
+        self.src, self.role = np.asarray(cols.source, np.int64), np.asarray(cols.role, np.int64)
+        self.sens = np.asarray(cols.sensitivity, np.int64)
+        self.flags = np.asarray(cols.flags, dtype=np.int64)
+        self.confidence = np.clip(np.nan_to_num(np.asarray(cols.confidence, np.float64), nan=1.0), 0.0, 1.0)
+        self.half_life = np.asarray(cols.half_life_s, dtype=np.float64)
+        self.access_count = np.asarray(cols.access_count, dtype=np.float64)
+        self.n_parents = np.asarray(cols.n_parents, dtype=np.float64)
         self.age_s = np.where(np.isnan(self.created), 0.0, self.now - self.created)
         steps = None if ctx.record_steps is None else np.asarray(ctx.record_steps, dtype=np.float64)
         if steps is not None and steps.shape != (n,):
@@ -124,7 +109,7 @@ class _Batch:
 
     @cached_property
     def text(self) -> dict[str, np.ndarray]:
-        return text_stats(self.content)
+        return text_stats(self.content, workers=self.workers)
 
     @cached_property
     def write_rank(self) -> np.ndarray:
@@ -237,7 +222,7 @@ def _g_dialog(b: _Batch) -> np.ndarray:
         out[present, :-1] = S[present]
         out[present, -1] = 1.0
         return np.clip(np.nan_to_num(out), -_CTX_CLIP, _CTX_CLIP)
-    for i, a in enumerate(b.attributes):  # records annotated in their attributes (older stores, dumps)
+    for i, a in enumerate(b.attributes or ()):  # records annotated in their attributes (older stores, dumps)
         if a and _CTX_KEYS[0] in a:
             vals = [a.get(k) for k in _CTX_KEYS]
             out[i, :-1] = [float(v) if isinstance(v, (int, float)) else 0.0 for v in vals]
@@ -333,18 +318,21 @@ def spec_for(embedding_dim: int, encoder_id: str) -> FeatureSpec:
     return FeatureSpec(FEATURE_SCHEMA_VERSION, feature_names(embedding_dim), embedding_dim, encoder_id)
 
 
-def featurize(records: Sequence[Any], embeddings: np.ndarray, ctx: ScoringContext, *,
-              redundancy: Literal["batch", "none"] | None = None) -> np.ndarray:
+def featurize(records: Sequence[Any] | RecordColumns, embeddings: np.ndarray, ctx: ScoringContext, *,
+              redundancy: Literal["batch", "none"] | None = None, workers: int = 1) -> np.ndarray:
     """Compute the model input for a batch of memories.
 
     Args:
-        records: MemIR records (or duck-typed equivalents), scored together.
+        records: MemIR records (or duck-typed equivalents), scored together, or the same batch as
+            :class:`~utilitynet.columns.RecordColumns` (no per-record Python work at all).
         embeddings: ``(len(records), d)`` array, row-aligned with ``records`` (re-normalised here;
             NaN/inf become 0).
         ctx: the decision context (time, step, per-record write steps, goal/recent vectors, stage).
         redundancy: ``"batch"`` computes redundancy against the other records (O(n²·d));
             ``"none"`` skips it (columns 0, ``has_redundancy`` 0). ``None`` = ``"none"`` if
             ``ctx.extras["skip_redundancy"]`` is non-zero, else ``"batch"``.
+        workers: threads for the per-text features of a large batch (same result; see
+            :func:`utilitynet.textstats.text_stats`).
 
     Returns:
         float32 array ``(len(records), len(FEATURE_NAMES) + d)``; every value finite and bounded.
@@ -362,7 +350,8 @@ def featurize(records: Sequence[Any], embeddings: np.ndarray, ctx: ScoringContex
     if not np.isfinite(emb).all():
         emb = np.where(np.isfinite(emb), emb, np.float32(0.0))
     emb = emb / np.maximum(np.linalg.norm(emb, axis=1, keepdims=True), np.float32(1e-12))
-    b = _Batch(records, emb, ctx, redundancy == "batch")
+    cols = records if isinstance(records, RecordColumns) else RecordColumns.from_records(records)
+    b = _Batch(cols, emb, ctx, redundancy == "batch", workers)
     m = len(FEATURE_NAMES)
     X = np.empty((b.n, m + emb.shape[1]), dtype=np.float32)  # one allocation, filled in place
     col = 0

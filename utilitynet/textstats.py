@@ -15,7 +15,9 @@ say which markers it is. Date patterns are rules over neighbouring tokens ("3 pm
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cache
 
@@ -116,6 +118,7 @@ _KEEP = np.zeros((_KEY_BYTES + 1, 2), dtype=np.uint64)
 for _n in range(_KEY_BYTES + 1):
     _KEEP[_n] = np.frombuffer(bytes([0xFF] * _n + [0] * (_KEY_BYTES - _n)), dtype=np.uint64)
 del _n
+_KEEP_LO, _KEEP_HI = np.ascontiguousarray(_KEEP[:, 0]), np.ascontiguousarray(_KEEP[:, 1])  # 1-d takes are 5× faster
 
 
 def _mix(k: np.ndarray) -> np.ndarray:
@@ -145,8 +148,8 @@ def _tokenize(low: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarra
     ends = np.flatnonzero(change[1:] & in_tok) + 1
     lengths = ends - starts
     u64 = _u64_at(np.concatenate([a, np.zeros(_KEY_BYTES + 8, dtype=np.uint8)]))
-    keep = _KEEP[np.minimum(lengths, _KEY_BYTES)]
-    keys = _mix(((u64[starts] & keep[:, 0]) * _Q) ^ (u64[starts + 8] & keep[:, 1]))
+    clipped = np.minimum(lengths, _KEY_BYTES)
+    keys = _mix(((u64[starts] & _KEEP_LO.take(clipped)) * _Q) ^ (u64[starts + 8] & _KEEP_HI.take(clipped)))
     keys[lengths > _KEY_BYTES] = 0
     return starts, ends, cls[starts] == 2, keys
 
@@ -203,14 +206,41 @@ def _vocab() -> tuple[_Table, _Table]:
     return _Table.build(bits), _Table.build(pairs)
 
 
-def text_stats(contents: Sequence[str]) -> dict[str, np.ndarray]:
+_MIN_CHUNK = 1024  # rows per thread below which a thread costs more than it saves
+_pool: tuple[int, ThreadPoolExecutor] | None = None  # (size, pool), shared by every caller
+_pool_lock = threading.Lock()
+
+
+def _executor(workers: int) -> ThreadPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None or _pool[0] < workers:
+            _pool = (workers, ThreadPoolExecutor(max_workers=workers, thread_name_prefix="memir-textstats"))
+        return _pool[1]
+
+
+def text_stats(contents: Sequence[str], *, workers: int = 1) -> dict[str, np.ndarray]:
     """Per-text length and marker features, each a float64 array of ``len(contents)``.
 
     Keys are :data:`TEXT_STAT_NAMES`: ``*_log`` = log1p(count, clipped at 1000); the rest are 0/1
     bits. ``tokens`` approximates a sub-word tokenizer (letter/digit runs + punctuation + one per
     non-ASCII character); ``names`` counts capitalised words not at a sentence start;
     ``greeting_only`` = the text is only greeting/thanks words (+ at most one other word, a name).
+
+    Every value depends on its own text only, so ``workers > 1`` splits a large batch over that
+    many threads (numpy releases the GIL in its loops): the same result, sooner.
     """
+    n = len(contents)
+    k = min(int(workers), n // _MIN_CHUNK)
+    if k > 1:
+        _vocab()  # build the tables once, before the threads race to
+        bounds = [int(x) for x in np.linspace(0, n, k + 1)]
+        parts = list(_executor(k).map(lambda i: _text_stats(contents[bounds[i]:bounds[i + 1]]), range(k)))
+        return {key: np.concatenate([p[key] for p in parts]) for key in TEXT_STAT_NAMES}
+    return _text_stats(contents)
+
+
+def _text_stats(contents: Sequence[str]) -> dict[str, np.ndarray]:
     n = len(contents)
     if n == 0:
         return {k: np.zeros(0) for k in TEXT_STAT_NAMES}
@@ -224,8 +254,10 @@ def text_stats(contents: Sequence[str]) -> dict[str, np.ndarray]:
     seps = np.flatnonzero(a == 0)  # n + 1 separators: record k is bytes seps[k]+1 .. seps[k+1]-1
 
     def per_record(mask: np.ndarray) -> np.ndarray:
-        # Segment k = [seps[k], seps[k+1]) starts on a separator byte, which no mask selects.
-        return np.add.reduceat(mask, seps[:-1], dtype=np.int32).astype(np.float64)
+        # Segment k = [seps[k], seps[k+1]) starts on a separator byte, which no mask selects. The
+        # masks are sparse: locating their set bytes beats a dense segmented sum ~8×.
+        pos = np.flatnonzero(mask)
+        return np.bincount(np.searchsorted(seps, pos, "right") - 1, minlength=n)[:n].astype(np.float64)
 
     def per_token(mask: np.ndarray) -> np.ndarray:
         return np.bincount(rec[mask], minlength=n)[:n].astype(np.float64)
@@ -298,8 +330,18 @@ def text_stats(contents: Sequence[str]) -> dict[str, np.ndarray]:
     words = per_token(is_word) + cjk_chars
     lower_letter = _range(a, "a", "z")
     caps_words = mid_caps & _shift(lower_letter, -1)  # a capitalised *word* ("Paris"), not "I" / "I'm"
-    nonspace = ~space & (a != 0)
-    last_ns = np.maximum.accumulate(np.where(nonspace, np.arange(len(a)), -1))[seps[1:] - 1]
+    # Last non-space byte of each record: step back from its end while on whitespace (rarely more
+    # than a step or two; the few records still walking are the only ones touched).
+    last_ns = seps[1:] - 1
+    walking = np.flatnonzero(space[last_ns] & (last_ns > seps[:-1]))
+    for _ in range(8):
+        if not len(walking):
+            break
+        last_ns[walking] -= 1
+        j = last_ns[walking]
+        walking = walking[space[j] & (j > seps[:-1][walking])]
+    for k in walking.tolist():  # a long whitespace tail: strip it in one go
+        last_ns[k] = seps[k] + len(blob[seps[k] + 1:last_ns[k] + 1].rstrip(b" \t\n\v\f\r"))
     ends_q = (last_ns > seps[:-1]) & (a[np.maximum(last_ns, 0)] == ord("?"))
     exclaims = per_record(a == ord("!"))
 
@@ -307,7 +349,7 @@ def text_stats(contents: Sequence[str]) -> dict[str, np.ndarray]:
         "chars_log": np.log1p(np.minimum(chars, 1e6)),
         "tokens_log": np.log1p(np.minimum(tokens, 1e6)),
         "urgency_log": log(marker(URG, "urg")),
-        "exclaim": (per_record(a == ord("!")) > 0).astype(np.float64),
+        "exclaim": (exclaims > 0).astype(np.float64),
         "question": (question > 0).astype(np.float64),
         "numbers_log": log(per_token(is_digit)),
         "dates_log": log(per_token(dates)),

@@ -477,3 +477,40 @@ def test_featurize_is_deterministic_finite_and_bounded(
     assert X.shape == (len(recs), len(FEATURE_NAMES) + D)
     assert np.isfinite(X).all() and np.abs(X).max(initial=0) <= 20.0
     assert np.array_equal(X, featurize(recs, E, c))
+
+
+# --- columnar input and threads ------------------------------------------------------------------
+
+
+def test_columns_give_the_same_features_as_records() -> None:
+    from utilitynet.columns import RecordColumns
+
+    recs = [rec(f"I must call Bob at {i}pm, ok? " * (i % 5 + 1), created_at=NOW - timedelta(hours=i),
+                md={"flags": [Flag.pinned] if i % 3 == 0 else [], "confidence": 0.3 + i / 100,
+                    "attributes": {"ctx.prev_q": 1.0} if i % 4 == 0 else {}},
+                usage={"access_count": i % 7}) for i in range(50)]
+    E = emb(50)
+    c = ctx(step=60, record_steps=np.arange(50), goal_embedding=emb(1, 9)[0], stage=0.4)
+    cols = RecordColumns.from_records(recs)
+    assert np.array_equal(featurize(cols, E, c), featurize(recs, E, c))
+    part = cols.slice(10, 20)
+    assert len(part) == 10 and part.content == cols.content[10:20]
+    with pytest.raises(ValueError, match="created_at"):
+        RecordColumns(**{**{k: getattr(cols, k) for k in ("content", "source", "role", "confidence", "flags",
+                                                            "sensitivity", "expires_at", "half_life_s",
+                                                            "access_count", "last_accessed_at", "n_parents")},
+                         "created_at": np.zeros(3)})
+
+
+def test_threaded_text_stats_equal_single_threaded() -> None:
+    rng = np.random.default_rng(0)
+    words = "I went to Paris last week ! ok thanks ? must 2024 我 you're".split()
+    texts = [" ".join(rng.choice(words, rng.integers(1, 30))) for _ in range(5000)]
+    one, two = text_stats(texts), text_stats(texts, workers=3)
+    for k in TEXT_STAT_NAMES:
+        assert np.array_equal(one[k], two[k]), k
+
+
+def test_ends_question_ignores_trailing_whitespace_of_any_length() -> None:
+    s = text_stats(["is it?   \n\n   ", "ok", "  ", "what?" + " " * 500, "yes?\t\t\t", "", "no ? it is"])
+    assert s["ends_question"].tolist() == [1, 0, 0, 1, 1, 0, 0]

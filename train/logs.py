@@ -23,8 +23,17 @@
 A message's memory id is ``m<number>`` (``m3`` above). Every problem is reported with the file and
 line it is on, and a malformed line is an error, never a skipped conversation.
 
-**Use** — ``python -m train.logs check FILE...`` validates; ``TrainConfig.log_files`` (a preset's
-``log_files: [...]``) adds the files' rows to every training round, and the model card names them.
+**Use** — ``python -m train.logs check FILE...`` validates; ``make train LOGS="a.jsonl b.jsonl"``
+(``python -m train.loop --log-files ...``, or a preset's ``log_files: [...]``) adds the files' rows to
+every training round, and the model card names them.
+
+**Convert** — ``python -m train.logs convert --from openai|lme IN OUT`` writes this format from:
+
+- ``openai``: JSONL of ``{"messages": [...]}`` (chat fine-tuning / export layout; ``id`` optional). It
+  has no labels: add ``keep`` or ``questions`` before training (``check`` says which lines lack them).
+- ``lme``: a LongMemEval file (``.json`` / ``.json.gz``): one conversation per question, its sessions
+  in order (``session`` = the haystack's session id, ``time`` = the session date) and the question
+  with its ``has_answer`` turns as evidence.
 """
 
 from __future__ import annotations
@@ -44,7 +53,7 @@ from runtime.errors import MemirError, ValidationError
 from .conversation_rows import ConversationRows, RowConfig, conversation_rows
 from .stream import StreamTurn
 
-__all__ = ["ChatLog", "iter_logs", "log_rows", "main"]
+__all__ = ["ChatLog", "convert", "iter_logs", "log_rows", "main", "parse_log"]
 
 _ROLES = {"user": "user", "assistant": "agent", "system": "agent", "tool": "agent"}
 _START = datetime(2024, 1, 1, tzinfo=UTC)
@@ -168,6 +177,67 @@ def log_rows(files: Sequence[str | Path], emb: Embedder, cfg: RowConfig = RowCon
             for log in logs]
 
 
+def _from_openai(path: Path) -> Iterator[dict[str, Any]]:
+    with open(path, encoding="utf-8-sig") as fh:
+        for line_no, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            where = f"{path}:{line_no}"
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise ValidationError(f"{where}: not valid JSON ({e.msg})", field="line") from e
+            if not isinstance(obj, dict) or not isinstance(obj.get("messages"), list):
+                raise ValidationError(f"{where}: expected an object with a 'messages' list", field="messages")
+            out: dict[str, Any] = {"id": str(obj.get("id") or f"{path.stem}-{line_no}"), "messages": [
+                {k: m[k] for k in ("role", "content", "time", "session") if isinstance(m, dict) and k in m}
+                for m in obj["messages"]]}
+            for k in ("keep", "questions"):
+                if k in obj:
+                    out[k] = obj[k]
+            parse_log(out, where)  # fail here, naming the input line, not later in training
+            yield out
+
+
+def _from_lme(path: Path) -> Iterator[dict[str, Any]]:
+    from .lme.reader import iter_lme
+
+    for q in iter_lme(path):
+        msgs, evidence, answer = [], [], set(q.evidence)
+        for s in q.sessions:
+            for t in s.turns:
+                msgs.append({"role": "user" if t.role == "user" else "assistant", "content": t.content,
+                             "session": s.session_id, "time": s.date.isoformat()})
+                if t.turn_id in answer:
+                    evidence.append(len(msgs))
+        out: dict[str, Any] = {"id": q.question_id, "messages": msgs}
+        if evidence:
+            out["questions"] = [{"question": q.question, "evidence": evidence}]
+        yield out
+
+
+def convert(src: str, inp: str | Path, out: str | Path) -> int:
+    """Convert ``inp`` (``src`` = ``openai`` or ``lme``) to this format at ``out`` (written atomically);
+    returns the number of conversations."""
+    readers = {"openai": _from_openai, "lme": _from_lme}
+    if src not in readers:
+        raise ValidationError(f"--from must be one of {sorted(readers)}, got {src!r}", field="from")
+    inp, out = Path(inp), Path(out)
+    if not inp.is_file():
+        raise ValidationError(f"no input at {inp}", field="file")
+    tmp = out.with_name(out.name + ".tmp")
+    n = 0
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            for conv in readers[src](inp):
+                fh.write(json.dumps(conv, ensure_ascii=False) + "\n")
+                n += 1
+        tmp.replace(out)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return n
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m train.logs", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -175,16 +245,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     ck = sub.add_parser("check", help="validate chat-log files and report what they hold",
                         description="Example: python -m train.logs check my_chats.jsonl")
     ck.add_argument("files", nargs="+")
+    ck.add_argument("--unlabelled-ok", action="store_true", help="accept conversations without labels")
+    cv = sub.add_parser("convert", help="write this format from another layout",
+                        description="Example: python -m train.logs convert --from openai chats.jsonl logs.jsonl")
+    cv.add_argument("--from", dest="src", required=True, choices=("openai", "lme"))
+    cv.add_argument("input")
+    cv.add_argument("output")
     a = ap.parse_args(argv)
     try:
+        if a.cmd == "convert":
+            n = convert(a.src, a.input, a.output)
+            print(json.dumps({"conversations": n, "output": a.output}))
+            return 0
         total = {"conversations": 0, "messages": 0, "labelled turns": 0, "questions": 0}
         for f in a.files:
-            for log in iter_logs(f):
+            for log in iter_logs(f, require_labels=not a.unlabelled_ok):
                 total["conversations"] += 1
                 total["messages"] += len(log.turns)
                 total["labelled turns"] += len(log.evidence)
                 total["questions"] += len(log.questions)
-    except MemirError as e:
+    except (MemirError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     print(json.dumps(total))

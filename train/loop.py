@@ -295,7 +295,7 @@ def run(cfg: TrainConfig, *, progress: bool = True) -> LoopResult:
     t0 = time.perf_counter()
     emb = make_embedder(cfg)
     spec = spec_for(emb.dim, emb.encoder_id)
-    real, lme_source = load_lme_rows(cfg.lme_rows, spec.n_features)
+    real, lme_source = load_lme_rows(cfg.lme_rows, spec)
     sources = [Source("simulator", True, "generated", {"training episodes": cfg.sim.n_episodes,
                                                      "held-out episodes": cfg.eval_sim.n_episodes}),
                lme_source,
@@ -343,9 +343,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=None, help="override the preset's number of rounds")
     p.add_argument("--checkpoints-dir", default=None)
     p.add_argument("--data-dir", default=None)
+    p.add_argument("--log-files", nargs="+", default=None, metavar="FILE",
+                   help="your labelled chat logs (train.logs format), added to every round")
     p.add_argument("--quiet", action="store_true")
     a = p.parse_args(argv)
-    cfg = load_preset(a.preset, rounds=a.rounds, checkpoints_dir=a.checkpoints_dir, data_dir=a.data_dir)
+    try:
+        cfg = load_preset(a.preset, rounds=a.rounds, checkpoints_dir=a.checkpoints_dir, data_dir=a.data_dir,
+                          **({"log_files": tuple(a.log_files)} if a.log_files else {}))
+    except MemirError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     res = run(cfg, progress=not a.quiet)
     print(json.dumps({"best_round": res.best_round, "promoted": str(res.promoted), "promotion": res.promotion,
                       "seconds": round(res.seconds, 1),

@@ -4,8 +4,9 @@ A run names every source it was configured with — used, or skipped and why —
 model card, with the licence that governs a model fit on it:
 
 - the simulator (always; generated);
-- LongMemEval rows (MIT): the shipped directory ``data/lme`` of precomputed rows, split by question
-  into ``lme`` (training) and ``lme-validation`` (round selection and promotion) rows;
+- LongMemEval rows (MIT): the shipped directory ``data/lme`` of precomputed rows
+  (:mod:`train.lme.shipped`), split by question into training and validation (round selection and
+  promotion) rows;
 - your own chat logs (:mod:`train.logs`), labelled;
 - LoCoMo-layout conversations (CC BY-NC 4.0): research presets only; a model fit on them carries
   that restriction in its card and is never the shipped default.
@@ -20,12 +21,12 @@ from typing import Any
 
 import numpy as np
 
-from .dataset import load_rounds, read_manifest, to_numpy
+from utilitynet.features import FeatureSpec
 
-__all__ = ["LME_VALIDATION", "RealRows", "Source", "load_lme_rows"]
+from .lme.shipped import SPLIT_TRAIN, SPLIT_VALIDATION, read_shipped
 
-LME_TRAIN = "lme"
-LME_VALIDATION = "lme-validation"
+__all__ = ["RealRows", "Source", "load_lme_rows"]
+
 
 
 @dataclass
@@ -65,29 +66,22 @@ class RealRows:
         return len(self.y_val) > 0 and 0 < float(self.y_val.sum()) < len(self.y_val)
 
 
-def load_lme_rows(path: str | Path | None, n_features: int) -> tuple[RealRows | None, Source]:
-    """The shipped LongMemEval rows at ``path`` (a round-format directory), checked against their
-    manifest; a missing directory is a skipped source, said out loud."""
+def load_lme_rows(path: str | Path | None, spec: FeatureSpec) -> tuple[RealRows | None, Source]:
+    """The shipped LongMemEval rows at ``path`` (:mod:`train.lme.shipped`), verified against their
+    manifest and this run's feature spec; a missing directory is a skipped source, said out loud."""
     lic = "MIT (LongMemEval, Wu et al. 2025)"
     if path is None:
         return None, Source("longmemeval", False, lic, reason="not in this preset")
     p = Path(path)
-    if not (p / "rows.parquet").is_file():
+    if not (p / "manifest.json").is_file():
         return None, Source("longmemeval", False, lic, {"path": str(p)},
-                            reason=f"no rows at {p} (build them with `python -m train.lme.build_rows`)")
-    ds = load_rounds([p])
-    X, y, w, g = to_numpy(ds)
-    if X.shape[1] != n_features:
-        return None, Source("longmemeval", False, lic, {"path": str(p)},
-                            reason=f"rows have {X.shape[1]} features, this run computes {n_features}: rebuild them")
-    from .dataset import decision_groups
-    fam = np.asarray(ds["family"])
-    val = fam == LME_VALIDATION
-    ids = np.asarray(ds["episode_id"])
-    man = read_manifest(p)
-    detail = {"path": str(p), "rows": int(len(y)), "training questions": int(len(set(ids[~val].tolist()))),
-              "validation questions": int(len(set(ids[val].tolist()))), "sha256": man.get("sha256", "")[:16]}
-    rows = RealRows(X[~val], y[~val], w[~val], g[~val], decision_groups(ds)[~val], X[val], y[val])
+                            reason=f"no rows at {p} (build them with `python -m train.lme.build_rows FILE`)")
+    train, val, man = read_shipped(p, spec)
+    detail = {"path": str(p), "rows": int(len(train.y) + len(val.y)),
+              "training questions": man["questions"][SPLIT_TRAIN],
+              "validation questions": man["questions"][SPLIT_VALIDATION],
+              "source file": man["source"].get("file"), "sha256": man["sha256"]["rows.parquet"][:16]}
+    rows = RealRows(train.X, train.y, train.w, train.question, train.decision, val.X, val.y)
     return rows, Source("longmemeval", True, lic, detail)
 
 

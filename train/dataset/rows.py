@@ -10,7 +10,7 @@ rounds aggregated, each verified against its manifest hash) by :func:`load_round
 Columns (one row per item per decision):
 
 ============  ==========================  ====================================================
-source        string                      ``"sim"`` (simulator), ``"lme"``, ``"logs"`` or ``"locomo"`` (real dialogue)
+source        string                      ``"sim"`` (simulator), ``"logs"`` (your chat logs) or ``"locomo"`` (research)
 episode_id    string                      the split group: a validation split never cuts one
 family        string                      task family (``"travel"``, …; ``"locomo"`` for real)
 round         int32                       collection round (policy generation)
@@ -72,7 +72,7 @@ __all__ = [
     "write_round",
 ]
 
-SOURCES = ("sim", "locomo", "lme", "logs")
+SOURCES = ("sim", "locomo", "logs")
 ROWS_FILE = "rows.parquet"
 MANIFEST_FILE = "manifest.json"
 _FORMAT = "memir.rows/1"

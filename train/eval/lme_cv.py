@@ -36,10 +36,10 @@ from .bow import BowScorer
 from .lme import LmeSummary, lme_oracle, question_vectors, replay_question
 from .locomo import progress_bar
 
-__all__ = ["load_rows", "run_cv"]
+__all__ = ["ensure_rows", "load_rows", "rows_path", "run_cv"]
 
 
-def _rows_path(rows_dir: Path, qid: str) -> Path:
+def rows_path(rows_dir: Path, qid: str) -> Path:
     return rows_dir / f"{qid}.npz"
 
 
@@ -62,7 +62,7 @@ def ensure_rows(file: str | Path, emb: CachedEmbedder, rows_dir: Path, cfg: RowC
     """Compute and cache the training rows of every question that has none yet."""
     bar = progress_bar(total or 0, "lme rows", progress)
     for q in iter_lme(file):
-        path = _rows_path(rows_dir, q.question_id)
+        path = rows_path(rows_dir, q.question_id)
         if not path.is_file():
             _save_rows(path, question_rows(q, emb, cfg))
         if bar is not None:
@@ -113,11 +113,8 @@ def run_cv(file: str | Path, *, folds: int = 5, capacities: Sequence[float] = (0
     from ..fit import run as fit_run
 
     emb = cached_embedder("onnx", cache)
-    meta = [(q.question_id, q) for q in iter_lme(file)]
-    qgroups = groups(q for _, q in meta)
-    fold = fold_of(qgroups, folds)
-    ids = [qid for qid, _ in meta]
-    del meta
+    fold = fold_of(groups(iter_lme(file)), folds)
+    ids = list(fold)
     rows_dir = Path(rows_dir)
     ensure_rows(file, emb, rows_dir, progress=progress, total=len(ids))
     Xs, ys, ws, gs, ds = sim_rows(preset, emb, rows_dir)
@@ -129,7 +126,7 @@ def run_cv(file: str | Path, *, folds: int = 5, capacities: Sequence[float] = (0
         for k in range(folds):
             train_ids = {i for i in ids if fold[i] != k}
             test_ids = {i for i in ids if fold[i] == k}
-            parts = [load_rows(_rows_path(rows_dir, i)) for i in sorted(train_ids)]
+            parts = [load_rows(rows_path(rows_dir, i)) for i in sorted(train_ids)]
             block = stack(parts)
             g_lme = np.concatenate([np.full(len(r.y), n) for n, r in enumerate(parts)])  # split group = question
             X = np.vstack([block.X, Xs])

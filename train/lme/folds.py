@@ -18,9 +18,9 @@ __all__ = ["fold_of", "groups"]
 
 
 def groups(questions: Iterable[LmeQuestion]) -> dict[str, str]:
-    """question id -> group id (the smallest question id of its group)."""
-    qs = list(questions)
-    parent = {q.question_id: q.question_id for q in qs}
+    """question id -> group id (the smallest question id of its group). Streams: only ids are kept."""
+    qs = [(q.question_id, [s.session_id for s in q.sessions], list(q.answer_session_ids)) for q in questions]
+    parent = {qid: qid for qid, _, _ in qs}
 
     def find(x: str) -> str:
         while parent[x] != x:
@@ -29,16 +29,16 @@ def groups(questions: Iterable[LmeQuestion]) -> dict[str, str]:
         return x
 
     holders: dict[str, set[str]] = defaultdict(set)
-    for q in qs:
-        for s in q.sessions:
-            holders[s.session_id].add(q.question_id)
-    for q in qs:
-        for sid in q.answer_session_ids:
+    for qid, sessions, _ in qs:
+        for sid in sessions:
+            holders[sid].add(qid)
+    for qid, _, answers in qs:
+        for sid in answers:
             for other in holders.get(sid, ()):
-                a, b = find(q.question_id), find(other)
+                a, b = find(qid), find(other)
                 if a != b:
                     parent[max(a, b)] = min(a, b)
-    return {q.question_id: find(q.question_id) for q in qs}
+    return {qid: find(qid) for qid, _, _ in qs}
 
 
 def fold_of(question_groups: dict[str, str], k: int) -> dict[str, int]:

@@ -1,0 +1,76 @@
+"""Promotion: the candidate replaces the promoted model only if it ranks the same real validation
+rows at least as well, the decision is said with both figures, and the card names every source."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from runtime.encoders import HashEmbedder
+from runtime.scoring import UtilityScorer
+from train.config import load_preset
+from train.loop import promote, validation_score
+from train.sources import RealRows, Source
+from utilitynet.export import export_onnx
+from utilitynet.features import spec_for
+from utilitynet.model import UtilityNet, UtilityNetConfig
+
+EMB = HashEmbedder(16)
+SPEC = spec_for(EMB.dim, EMB.encoder_id)
+
+
+def model(path: Path, seed: int) -> Path:
+    torch.manual_seed(seed)
+    return export_onnx(UtilityNet(UtilityNetConfig.for_spec(SPEC)), SPEC, path)
+
+
+def round_dir(ck: Path, r: int, seed: int) -> Path:
+    d = ck / f"round_{r:03d}"
+    d.mkdir(parents=True)
+    model(d / "utilitynet.onnx", seed)
+    (d / "data_manifest.json").write_text("{}")
+    return d
+
+
+def metrics(r: int, real: RealRows, ck: Path) -> dict[str, object]:
+    return {"round": r, "rows": 10, "positive_rate": 0.1, "eval": [], "val_loss": 0.5,
+            "label_counterfactual_agreement": 0.9, "counterfactual_relabelled": 0,
+            "validation": validation_score(ck / f"round_{r:03d}" / "utilitynet.onnx", real)}
+
+
+def test_a_worse_candidate_never_replaces_a_better_model(tmp_path: Path) -> None:
+    ck = tmp_path / "ck"
+    good = round_dir(ck, 0, seed=1)
+    round_dir(ck, 1, seed=2)
+    X = np.random.default_rng(0).standard_normal((400, SPEC.n_features)).astype(np.float32)
+    u = UtilityScorer(good / "utilitynet.onnx").score_features(X)
+    y = (u > np.median(u)).astype(np.float32)  # rows the first model ranks perfectly
+    real = RealRows(X[:0], y[:0], y[:0], y[:0], y[:0], X, y)
+    cfg = load_preset("tiny", checkpoints_dir=str(ck))
+    sources = [Source("simulator", True, "generated"), Source("longmemeval", True, "MIT"),
+               Source("locomo", False, "CC BY-NC 4.0: research only", reason="not in this preset")]
+
+    # first run: nothing promoted yet -> the best round is promoted
+    best, dst, decision = promote(cfg, [metrics(0, real, ck), metrics(1, real, ck)], EMB, {}, sources, real)
+    good_bytes = (good / "utilitynet.onnx").read_bytes()
+    assert best == 0 and decision["promoted"] and dst.read_bytes() == good_bytes
+    card = json.loads((ck / "model_card.json").read_text())
+    assert [s["name"] for s in card["sources"]] == ["simulator", "longmemeval", "locomo"]
+    assert card["sources"][2]["reason"] == "not in this preset" and "MIT" in card["license_note"]
+
+    # a later run whose only round is worse on the same rows: kept, with both figures said
+    shutil.rmtree(ck / "round_000")
+    round_dir(ck, 0, seed=2)
+    best, dst, decision = promote(cfg, [metrics(0, real, ck)], EMB, {}, sources, real)
+    assert not decision["promoted"] and dst.read_bytes() == good_bytes
+    assert decision["incumbent_validation_auc"] == 1.0 > decision["candidate_validation_auc"]
+    assert "1.0000 >" in decision["why"]
+
+    # promote: always overrides (an explicit choice, recorded)
+    cfg_always = load_preset("tiny", checkpoints_dir=str(ck), promote="always")
+    _, dst, decision = promote(cfg_always, [metrics(0, real, ck)], EMB, {}, sources, real)
+    assert decision["promoted"] and dst.read_bytes() == (ck / "round_000" / "utilitynet.onnx").read_bytes()

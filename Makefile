@@ -45,9 +45,9 @@ eval: install encoder ## Evaluate policies; writes reports/eval.json, eval.md an
 bench: install encoder ## Benchmarks: store, retention, scorer, encoder (figures + ratios vs baselines)
 	$(BIN)/python bench/run_all.py
 
-lint: install ## ruff + mypy on runtime/
+lint: install ## ruff + mypy on runtime/, utilitynet/ and train/
 	$(BIN)/ruff check runtime utilitynet train tests
-	$(BIN)/mypy runtime
+	$(BIN)/mypy runtime utilitynet train
 
 clean: ## Remove the venv and caches (keeps checkpoints/ and data/)
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

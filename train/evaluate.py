@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -72,6 +73,8 @@ def _parser() -> argparse.ArgumentParser:
     lm.add_argument("--limit", type=int, default=None, help="only the first N questions (smoke runs)")
     lm.add_argument("--cache", default=str(DEFAULT_CACHE), help="embedding cache directory (content-addressed)")
     lm.add_argument("--out", required=True)
+    lm.add_argument("--workers", type=int, default=os.cpu_count() or 1,
+                    help="processes replaying questions side by side (default: every CPU, e.g. 2)")
     cv = sub.add_parser("lme-cv", help="5-fold cross-validation by question (utility model, bag-of-words)",
                         description="Example: python -m train.evaluate lme-cv longmemeval-s-dev.json.gz --out cv.json")
     cv.add_argument("file")
@@ -82,6 +85,9 @@ def _parser() -> argparse.ArgumentParser:
     cv.add_argument("--preset", default="default", help="train preset whose fit settings are used")
     cv.add_argument("--rows", default="data/lme_rows", help="where the per-question training rows are cached")
     cv.add_argument("--cache", default=str(DEFAULT_CACHE))
+    cv.add_argument("--validation-fold", type=int, default=0,
+                    help="the fold make train selects on: never fit on, never reported (default 0)")
+    cv.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="processes (default: every CPU)")
     cv.add_argument("--out", required=True)
     lo = sub.add_parser("locomo", help="conversation benchmark (LoCoMo layout)",
                         description="Example: python -m train.evaluate locomo conv.json --capacities 0.1 0.2 "
@@ -160,12 +166,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                 import itertools
                 qs = itertools.islice(qs, args.limit)
             summary = evaluate_lme(qs, _lme_scorer(args.model), args.policies, args.capacities, emb, out=args.out,
-                                   args=record, total=args.limit, progress=progress)
+                                   args=record, total=args.limit, progress=progress, workers=args.workers)
             print(lme_table(summary))
         elif args.cmd == "lme-cv":
             from .eval.lme_cv import run_cv
-            payload = run_cv(args.file, folds=args.folds, capacities=args.capacities, baselines=args.baselines,
-                             preset=args.preset, rows_dir=args.rows, cache=args.cache, progress=progress)
+            payload: dict[str, Any] = run_cv(args.file, folds=args.folds, capacities=args.capacities, baselines=args.baselines,
+                             preset=args.preset, rows_dir=args.rows, cache=args.cache, progress=progress,
+                             validation_fold=args.validation_fold, workers=args.workers)
             payload["args"] = record
             write_json(args.out, payload)
             print(lme_table(payload["summary"]))
@@ -188,7 +195,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(sim_table(res["rows"]))
         else:
             from .eval.report import write_report
-            payload: dict[str, Any] = {"synthetic": evaluate_synthetic(
+            payload = {"synthetic": evaluate_synthetic(
                 args.episodes, args.capacities, SIM_POLICIES, model=args.model, preset=args.preset, progress=progress)}
             files = [f for f in args.locomo if Path(f).is_file()]
             if files:

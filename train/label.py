@@ -170,7 +170,8 @@ def counterfactual_agreement(episodes: Sequence[Episode], runs: Sequence[Episode
     than forcing it dropped. Samples are stratified: half labelled useful, half not.
     """
     rng = np.random.default_rng(seed)
-    pool_pos, pool_neg = [], []
+    pool_pos: list[tuple[int, int, int, str, float]] = []
+    pool_neg: list[tuple[int, int, int, str, float]] = []
     for e, (run, lab) in enumerate(zip(runs, labels)):
         row = 0
         for d in run.decisions:

@@ -180,10 +180,11 @@ def run_round(r: int, cfg: TrainConfig, emb: CachedEmbedder, train_eps: list[Epi
 def _add_log_rows(rows: RowBatch, cfg: TrainConfig, emb: Embedder) -> None:
     from .logs import log_rows
     for cr in log_rows(list(cfg.log_files), emb):
-        if len(cr.y):
-            rows.add(episode_id=f"log:{cr.conversation_id}", family="logs", decision=0, step=cr.step, user_id="logs",
-                     item_ids=cr.item_ids, X=cr.X, y=cr.y, w=cr.w, tags=cr.tag, kept=np.zeros(len(cr.y), bool),
-                     source="logs")
+        for dec in np.unique(cr.decision):  # one block per retention decision: the ranking loss compares within it
+            m = np.flatnonzero(cr.decision == dec)
+            rows.add(episode_id=f"log:{cr.conversation_id}", family="logs", decision=int(dec),
+                     step=cr.step[m].tolist(), user_id="logs", item_ids=[cr.item_ids[i] for i in m], X=cr.X[m],
+                     y=cr.y[m], w=cr.w[m], tags=[cr.tag[i] for i in m], kept=np.zeros(len(m), bool), source="logs")
 
 
 def _stats(eps: Sequence[Episode]) -> dict[str, Any]:

@@ -32,6 +32,7 @@ from ..lme.protocol import capacity_for, lme_turns
 from ..lme.reader import QUESTION_TYPES, LmeQuestion, iter_lme
 from ..stream import StreamDecision, stored_texts, stream_conversation
 from .oracle import HindsightOracle
+from .parallel import ordered_map
 
 __all__ = ["LME_CAPACITIES", "LME_POLICIES", "LmeRun", "LmeSummary", "evaluate_lme", "lme_oracle", "lme_table",
            "replay_question"]
@@ -162,8 +163,8 @@ def iter_questions(files: Sequence[str | Path], only: Callable[[LmeQuestion], bo
 
 def evaluate_lme(questions: Iterable[LmeQuestion], make_scorer: Callable[[str, LmeQuestion], Scorer],
                  policies: Sequence[str], capacities: Sequence[float], emb: Embedder, *, out: str | Path | None = None,
-                 args: dict[str, Any] | None = None, total: int | None = None, progress: bool = True
-                 ) -> dict[str, dict[str, Any]]:
+                 args: dict[str, Any] | None = None, total: int | None = None, progress: bool = True,
+                 workers: int = 1) -> dict[str, dict[str, Any]]:
     """Run every (question, policy, capacity); write runs to ``out`` as they finish; return the summary.
 
     Args:
@@ -174,6 +175,8 @@ def evaluate_lme(questions: Iterable[LmeQuestion], make_scorer: Callable[[str, L
         out: the JSON file (written to a temporary file beside it, renamed at the end).
         args: recorded in the output.
         total: number of questions, for the progress bar.
+        workers: processes replaying questions side by side (:func:`~train.eval.parallel.ordered_map`;
+            results and the output keep the question order).
     """
     summary = LmeSummary()
     bar = None
@@ -189,22 +192,29 @@ def evaluate_lme(questions: Iterable[LmeQuestion], make_scorer: Callable[[str, L
         fh = open(tmp, "w", encoding="utf-8")
         fh.write('{"args": ' + json.dumps(args or {}, default=str) + ',\n "runs": [\n')
     first = True
+
+    def one(q: LmeQuestion) -> list[LmeRun]:
+        vecs = question_vectors(q, emb)
+        runs = []
+        for name in policies:
+            for p in capacities:
+                run = replay_question(q, make_scorer(name, q), emb, p, vectors=vecs)
+                run.policy = name
+                runs.append(run)
+        save = getattr(emb, "save", None)  # a CachedEmbedder keeps what it encoded, as it goes
+        if save is not None:
+            save()
+        return runs
+
     try:
-        for q in questions:
-            vecs = question_vectors(q, emb)
-            for name in policies:
-                for p in capacities:
-                    run = replay_question(q, make_scorer(name, q), emb, p, vectors=vecs)
-                    run.policy = name
-                    summary.add(run)
-                    if fh is not None:
-                        fh.write(("" if first else ",\n") + json.dumps(run.to_dict()))
-                        first = False
+        for runs in ordered_map(one, questions, workers):
+            for run in runs:
+                summary.add(run)
+                if fh is not None:
+                    fh.write(("" if first else ",\n") + json.dumps(run.to_dict()))
+                    first = False
             if bar is not None:
                 bar.update(1)
-            save = getattr(emb, "save", None)  # a CachedEmbedder keeps what it encoded, as it goes
-            if save is not None:
-                save()
         result = summary.to_dict()
         if fh is not None and tmp is not None:
             fh.write('\n ],\n "summary": ' + json.dumps(result) + "}\n")

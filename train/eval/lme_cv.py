@@ -33,8 +33,9 @@ from ..lme.reader import LmeQuestion, iter_lme
 from ..lme.rows import question_rows
 from ..stream import stored_texts
 from .bow import BowScorer
-from .lme import LmeSummary, lme_oracle, question_vectors, replay_question
+from .lme import LmeRun, LmeSummary, lme_oracle, question_vectors, replay_question
 from .locomo import progress_bar
+from .parallel import ordered_map
 
 __all__ = ["ensure_rows", "load_rows", "rows_path", "run_cv"]
 
@@ -102,80 +103,110 @@ def _questions(file: str | Path, ids: set[str]) -> Iterator[LmeQuestion]:
     return (q for q in iter_lme(file) if q.question_id in ids)
 
 
-def run_cv(file: str | Path, *, folds: int = 5, capacities: Sequence[float] = (0.05, 0.1, 0.2),
+_MODELS: dict[Path, UtilityScorer] = {}
+
+
+def _model(path: Path) -> UtilityScorer:
+    # Made in the process that uses it: an onnxruntime session is not carried across a fork.
+    if path not in _MODELS:
+        _MODELS[path] = UtilityScorer(path)
+    return _MODELS[path]
+
+
+def _bow(file: str | Path, ids: set[str]) -> BowScorer:
+    texts: list[str] = []
+    labels: list[int] = []
+    for q in _questions(file, ids):
+        turns = lme_turns(q)
+        ev = set(q.evidence)
+        for t, s in zip(turns, stored_texts(turns)):
+            if s:
+                texts.append(s)
+                labels.append(int(t.memory_id in ev))
+    return BowScorer(texts, labels)
+
+
+def run_cv(file: str | Path, *, folds: int = 5, validation_fold: int = 0,
+           capacities: Sequence[float] = (0.05, 0.1, 0.2),
            baselines: Sequence[str] = ("recency", "longest", "longest_user", "memoryos", "generative_agents",
                                        "oracle"),
            preset: str = "default", rows_dir: str | Path = "data/lme_rows", cache: str | Path = "data/cache/embeddings",
-           progress: bool = True) -> dict[str, Any]:
+           workers: int = 1, progress: bool = True) -> dict[str, Any]:
     """Cross-validated evidence recall of the utility model and the bag-of-words baseline, plus the
-    baselines that need no fitting, on one LongMemEval file. Returns ``{"folds", "summary", "runs"}``."""
+    baselines that need no fitting, on one LongMemEval file.
+
+    Fold ``validation_fold`` is the one ``make train`` selects and promotes on (the shipped rows'
+    validation split): it is never fit on here either, and never reported. Each other fold is
+    held out in turn while the model (the preset's fit settings, the preset's sources) and the
+    bag-of-words baseline are fit on the remaining ones; every policy is reported on the same
+    questions. Returns ``{"folds", "validation_fold", "summary", "runs"}``.
+    """
     from ..config import load_preset
     from ..fit import run as fit_run
 
+    if not 0 <= validation_fold < folds:
+        raise ValueError(f"validation_fold must be in [0, {folds}), got {validation_fold}")
     emb = cached_embedder("onnx", cache)
     fold = fold_of(groups(iter_lme(file)), folds)
     ids = list(fold)
     rows_dir = Path(rows_dir)
     ensure_rows(file, emb, rows_dir, progress=progress, total=len(ids))
-    Xs, ys, ws, gs, ds = sim_rows(preset, emb, rows_dir)
+    cfg = load_preset(preset)
+    sim = sim_rows(preset, emb, rows_dir)  # make train always learns from the simulator too
     spec = spec_for(emb.dim, emb.encoder_id)
-    fit_cfg = load_preset(preset).fit
     summary = LmeSummary()
     runs: list[dict[str, Any]] = []
+    reported = [k for k in range(folds) if k != validation_fold]
+
+    def evaluate(qs: Iterator[LmeQuestion], scorers: dict[str, Any], n: int, desc: str, fold_k: int | None) -> None:
+        def one(q: LmeQuestion) -> list[LmeRun]:
+            vecs = question_vectors(q, emb)
+            out = []
+            for name, make in scorers.items():
+                for p in capacities:
+                    run = replay_question(q, make(q), emb, p, vectors=vecs)
+                    run.policy = name
+                    out.append(run)
+            return out
+
+        bar = progress_bar(n, desc, progress)
+        for q_runs in ordered_map(one, qs, workers):
+            for run in q_runs:
+                summary.add(run)
+                runs.append({**run.to_dict(), **({"fold": fold_k} if fold_k is not None else {})})
+            if bar is not None:
+                bar.update(1)
+        if bar is not None:
+            bar.close()
+
     with tempfile.TemporaryDirectory(prefix="memir-cv-") as tmp:
-        for k in range(folds):
-            train_ids = {i for i in ids if fold[i] != k}
+        for k in reported:
+            train_ids = {i for i in ids if fold[i] not in (k, validation_fold)}
             test_ids = {i for i in ids if fold[i] == k}
-            parts = [load_rows(rows_path(rows_dir, i)) for i in sorted(train_ids)]
+            parts = [r for r in (load_rows(rows_path(rows_dir, i)) for i in sorted(train_ids)) if len(r.y)]
             block = stack(parts)
-            g_lme = np.concatenate([np.full(len(r.y), n) for n, r in enumerate(parts)])  # split group = question
-            X = np.vstack([block.X, Xs])
-            y = np.concatenate([block.y, ys])
-            w = np.concatenate([block.w, ws])
-            g = np.concatenate([g_lme, gs + len(parts)])
-            d = np.concatenate([block.decision, ds + int(block.decision.max()) + 1])
+            X, y, w, d = block.X, block.y, block.w, block.decision
+            g = np.concatenate([np.full(len(r.y), n) for n, r in enumerate(parts)])  # split group = question
+            Xs, ys, ws, gs, ds = sim
+            X, y, w = np.vstack([X, Xs]), np.concatenate([y, ys]), np.concatenate([w, ws])
+            g, d = np.concatenate([g, gs + len(parts)]), np.concatenate([d, ds + int(d.max()) + 1])
             print(f"fold {k}: fit on {len(train_ids)} questions ({len(block.y)} rows) + {len(ys)} simulated rows",
                   file=sys.stderr)
-            fitted = fit_run(fit_cfg, X, y, w, g, spec=spec, out_dir=Path(tmp) / f"fold{k}",
-                             rank_groups=d if fit_cfg.rank_weight > 0 else None)
-            model = UtilityScorer(export_onnx(fitted.model, spec, Path(tmp) / f"fold{k}" / "utilitynet.onnx"))
-            texts: list[str] = []
-            labels: list[int] = []
-            for q in _questions(file, train_ids):
-                turns = lme_turns(q)
-                ev = set(q.evidence)
-                for t, s in zip(turns, stored_texts(turns)):
-                    if s:
-                        texts.append(s)
-                        labels.append(int(t.memory_id in ev))
-            bow = BowScorer(texts, labels)
-            del texts, labels
-            bar = progress_bar(len(test_ids), f"fold {k}: evaluate", progress)
-            for q in _questions(file, test_ids):
-                vecs = question_vectors(q, emb)
-                for scorer, name in ((model, "utilitynet-cv"), (bow, "bow")):  # type: ignore[assignment]
-                    for p in capacities:
-                        run = replay_question(q, scorer, emb, p, vectors=vecs)
-                        run.policy = name
-                        summary.add(run)
-                        runs.append({**run.to_dict(), "fold": k})
-                if bar is not None:
-                    bar.update(1)
-            if bar is not None:
-                bar.close()
-    bar = progress_bar(len(ids), "baselines", progress)
+            fitted = fit_run(cfg.fit, X, y, w, g, spec=spec, out_dir=Path(tmp) / f"fold{k}",
+                             rank_groups=d if cfg.fit.rank_weight > 0 else None)
+            model_path = export_onnx(fitted.model, spec, Path(tmp) / f"fold{k}" / "utilitynet.onnx")
+            bow = _bow(file, train_ids)
+            evaluate(_questions(file, test_ids), {"utilitynet-cv": lambda q, m=model_path: _model(m),
+                                                  "bow": lambda q, b=bow: b},
+                     len(test_ids), f"fold {k}: evaluate", k)
     made: dict[str, Scorer] = {}
-    for q in iter_lme(file):
-        vecs = question_vectors(q, emb)
-        for name in baselines:
-            scorer = lme_oracle(q) if name == "oracle" else made.setdefault(name, make_baseline(name))  # type: ignore[arg-type]
-            for p in capacities:
-                run = replay_question(q, scorer, emb, p, vectors=vecs)
-                run.policy = name
-                summary.add(run)
-                runs.append(run.to_dict())
-        if bar is not None:
-            bar.update(1)
-    if bar is not None:
-        bar.close()
-    return {"folds": fold, "summary": summary.to_dict(), "runs": runs}
+
+    def baseline(name: str) -> Any:
+        if name == "oracle":
+            return lme_oracle
+        return lambda q: made.setdefault(name, make_baseline(name))  # type: ignore[arg-type]
+
+    test_all = {i for i in ids if fold[i] != validation_fold}
+    evaluate(_questions(file, test_all), {name: baseline(name) for name in baselines}, len(test_all), "baselines",
+             None)
+    return {"folds": fold, "validation_fold": validation_fold, "summary": summary.to_dict(), "runs": runs}

@@ -212,8 +212,12 @@ def loo_locomo(convs: Sequence[Conversation], capacities: Sequence[float], emb: 
                              rank_groups=rg[train] if cfg.rank_weight > 0 else None)
             path = export_onnx(fitted.model, spec, Path(tmp) / c.sample_id / "utilitynet.onnx")
             scorer = UtilityScorer(path)
+
+            def fixed(name: str, conv: Conversation, s: Scorer = scorer) -> Scorer:
+                return s
+
             runs += evaluate_locomo([c], ["utilitynet-loo"], capacities, emb, k=k, progress=False,
-                                    scorer_for=lambda name, conv, s=scorer: s, vectors=vectors)
+                                    scorer_for=fixed, vectors=vectors)
     runs += evaluate_locomo(convs, list(baselines), capacities, emb, k=k, progress=progress, vectors=vectors)
     return runs
 

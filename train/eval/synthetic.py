@@ -119,9 +119,8 @@ def leakage_check(episodes: Sequence[Episode] | None, embedder: Embedder, k: int
                 out["leaks_on"] += sum(h.record.provenance.user_id != q.user_id for h in on)
                 out["hits_off"] += len(off)
                 out["leaks_off"] += sum(owner[h.record.id] != q.user_id for h in off)
-    out["leak_rate_on"] = out["leaks_on"] / max(out["hits_on"], 1)
-    out["leak_rate_off"] = out["leaks_off"] / max(out["hits_off"], 1)
-    return out
+    return {**out, "leak_rate_on": out["leaks_on"] / max(out["hits_on"], 1),
+            "leak_rate_off": out["leaks_off"] / max(out["hits_off"], 1)}
 
 
 def evaluate_synthetic(episodes: int, capacities: Sequence[float], policies: Sequence[str], *, model: str | None,

@@ -115,7 +115,8 @@ def write_shipped(rows: Sequence[ConversationRows], folds: dict[str, int], valid
                               f"{m} named + {spec.embedding_dim} embedding columns", field="spec")
     cols: dict[str, list[Any]] = {k: [] for k in ("question_id", "fold", "split", "decision", "step", "item_id",
                                                   "tag", "label", "weight", "vector")}
-    named, vectors = [], []
+    named: list[np.ndarray] = []
+    vectors: list[np.ndarray] = []
     for r in rows:
         if len(r.y) == 0:
             continue

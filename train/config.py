@@ -91,6 +91,10 @@ class TrainConfig:
             problems.append(("counterfactual_samples", "must be >= 0"))
         if self.promote not in ("if_better", "always"):
             problems.append(("promote", "must be 'if_better' or 'always'"))
+        if self.locomo_files and Path(self.checkpoints_dir).resolve() == (PRESET_DIR.parents[1] / "checkpoints").resolve():
+            problems.append(("checkpoints_dir", "a model fit on LoCoMo (CC BY-NC) must never become the shipped "
+                                                "default: write it elsewhere (the research preset uses "
+                                                "checkpoints/research)"))
         missing = [f for f in self.log_files if not Path(f).is_file()]
         if missing:
             problems.append(("log_files", f"not found: {missing}"))
@@ -151,6 +155,22 @@ def load_preset(name_or_path: str, **overrides: Any) -> TrainConfig:
     if not p.exists():
         names = sorted(x.stem for x in PRESET_DIR.glob("*.yaml"))
         raise ValidationError(f"no preset {name_or_path!r}; available: {names}", field="preset")
-    data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+    data = _read(p, seen=())
     data.update({k: v for k, v in overrides.items() if v is not None})
     return from_dict(data)
+
+
+def _read(p: Path, seen: tuple[Path, ...]) -> dict[str, Any]:
+    """A preset's mapping; ``extends: <preset>`` starts from that preset (top-level keys override)."""
+    if p.resolve() in seen:
+        raise ValidationError(f"preset {p} extends itself (through {[x.name for x in seen]})", field="extends")
+    data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+    if not isinstance(data, dict):
+        raise ValidationError(f"preset {p} must be a mapping of fields", field="preset")
+    base = data.pop("extends", None)
+    if base is None:
+        return data
+    q = PRESET_DIR / f"{base}.yaml" if not Path(str(base)).suffix else Path(str(base))
+    if not q.exists():
+        raise ValidationError(f"preset {p.name} extends {base!r}, which does not exist", field="extends")
+    return {**_read(q, (*seen, p.resolve())), **data}

@@ -59,13 +59,19 @@ def _save_rows(path: Path, r: ConversationRows) -> None:
 
 
 def ensure_rows(file: str | Path, emb: CachedEmbedder, rows_dir: Path, cfg: RowConfig = RowConfig(), *,
-                progress: bool = True, total: int | None = None) -> None:
-    """Compute and cache the training rows of every question that has none yet."""
+                progress: bool = True, total: int | None = None, workers: int = 1) -> None:
+    """Compute and cache the training rows of every question that has none yet (on ``workers``
+    processes; each question's file is written atomically, so an interrupted run resumes)."""
     bar = progress_bar(total or 0, "lme rows", progress)
-    for q in iter_lme(file):
-        path = rows_path(rows_dir, q.question_id)
-        if not path.is_file():
-            _save_rows(path, question_rows(q, emb, cfg))
+
+    def one(q: LmeQuestion) -> None:
+        _save_rows(rows_path(rows_dir, q.question_id), question_rows(q, emb, cfg))
+        emb.save()
+
+    todo = (q for q in iter_lme(file) if not rows_path(rows_dir, q.question_id).is_file())
+    if bar is not None and rows_dir.is_dir():
+        bar.update(len(list(rows_dir.glob("*.npz"))))
+    for _ in ordered_map(one, todo, workers):
         if bar is not None:
             bar.update(1)
     if bar is not None:
@@ -150,7 +156,7 @@ def run_cv(file: str | Path, *, folds: int = 5, validation_fold: int = 0,
     fold = fold_of(groups(iter_lme(file)), folds)
     ids = list(fold)
     rows_dir = Path(rows_dir)
-    ensure_rows(file, emb, rows_dir, progress=progress, total=len(ids))
+    ensure_rows(file, emb, rows_dir, progress=progress, total=len(ids), workers=workers)
     cfg = load_preset(preset)
     sim = sim_rows(preset, emb, rows_dir)  # make train always learns from the simulator too
     spec = spec_for(emb.dim, emb.encoder_id)

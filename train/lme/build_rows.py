@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -44,6 +45,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--cache", type=Path, default=Path("data/cache/embeddings"), help="embedding cache")
     ap.add_argument("--folds", type=int, default=5)
     ap.add_argument("--validation-fold", type=int, default=0)
+    ap.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="processes (default: every CPU)")
     ap.add_argument("--no-progress", action="store_true")
     a = ap.parse_args(argv)
     if not a.file.is_file():
@@ -55,7 +57,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     emb = cached_embedder("onnx", a.cache)
     ids = [q.question_id for q in iter_lme(a.file)]
     fold = fold_of(groups(iter_lme(a.file)), a.folds)
-    ensure_rows(a.file, emb, a.rows_cache, RowConfig(), progress=not a.no_progress, total=len(ids))
+    ensure_rows(a.file, emb, a.rows_cache, RowConfig(), progress=not a.no_progress, total=len(ids),
+                workers=a.workers)
     from utilitynet.features import spec_for
     rows = [load_rows(rows_path(a.rows_cache, i)) for i in ids]
     out = write_shipped(rows, fold, a.validation_fold, spec_for(emb.dim, emb.encoder_id), a.out,

@@ -48,6 +48,9 @@ class RowConfig:
         evidence_decisions: decisions kept per evidence turn and replay (first, middle, last...).
         negatives: negative rows kept per chosen decision.
         lookalike_weight, mined_weight: sample weights of those negatives.
+        superseded_label: the label of an evidence turn at a decision that also holds the value
+            that superseded it (a knowledge update): worth less than current evidence, but not
+            worthless — a question may still ask what the value used to be.
         seed: sampling seed (combined with the question id).
     """
 
@@ -57,6 +60,7 @@ class RowConfig:
     negatives: int = 10
     lookalike_weight: float = 2.0
     mined_weight: float = 2.0
+    superseded_label: float = 0.5
     seed: int = 0
 
 
@@ -66,7 +70,8 @@ class ConversationRows:
 
     Attributes:
         conversation_id: the conversation (question) the rows come from: their validation-split group.
-        X: features (float32, ``(n, F)``); y: labels; w: weights; tag: evidence | lookalike | mined | other.
+        X: features (float32, ``(n, F)``); y: labels; w: weights;
+        tag: evidence | superseded | lookalike | mined | other.
         item_ids: turn ids; decision: index of the decision across its replays; step: turns written.
     """
 
@@ -89,8 +94,8 @@ def _policy(name: str, evidence: set[str]) -> Scorer:
 
 
 def conversation_rows(conversation_id: str, turns: Sequence[StreamTurn], evidence: set[str], queries: Sequence[str],
-                      emb: Embedder, cfg: RowConfig = RowConfig(), *, vectors: np.ndarray | None = None
-                      ) -> ConversationRows:
+                      emb: Embedder, cfg: RowConfig = RowConfig(), *, vectors: np.ndarray | None = None,
+                      superseded: dict[str, set[str]] | None = None) -> ConversationRows:
     """Replay one labelled conversation under each collection policy and capacity; choose its rows.
 
     Args:
@@ -101,6 +106,8 @@ def conversation_rows(conversation_id: str, turns: Sequence[StreamTurn], evidenc
         emb: the encoder (a cache, ideally).
         cfg: sampling.
         vectors: embeddings of :func:`~train.stream.stored_texts` of ``turns``, if precomputed.
+        superseded: evidence id → the evidence ids that update it (tag ``superseded``, label
+            ``cfg.superseded_label``, at the decisions that hold one of those too).
     """
     vecs = vectors if vectors is not None else np.asarray(emb.encode(stored_texts(turns)), dtype=np.float32)
     n = len(turns)
@@ -139,12 +146,15 @@ def conversation_rows(conversation_id: str, turns: Sequence[StreamTurn], evidenc
                 rest = [j for j, m in enumerate(d.ids) if m not in evidence and j not in hard_set]
                 rng.shuffle(hard)
                 rng.shuffle(rest)
+                held = set(d.ids)
                 for j in positives + (hard + rest)[:cfg.negatives]:
                     m = d.ids[j]
                     tag = ("evidence" if m in evidence else "lookalike" if m in lookalike
                            else "mined" if m in mined else "other")
+                    if tag == "evidence" and superseded and superseded.get(m, set()) & held:
+                        tag = "superseded"
                     Xs.append(d.X[j])
-                    ys.append(1.0 if tag == "evidence" else 0.0)
+                    ys.append({"evidence": 1.0, "superseded": cfg.superseded_label}.get(tag, 0.0))
                     ws.append({"lookalike": cfg.lookalike_weight, "mined": cfg.mined_weight}.get(tag, 1.0))
                     tags.append(tag)
                     ids.append(m)

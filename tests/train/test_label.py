@@ -133,3 +133,26 @@ def test_disagreements_are_relabelled_with_the_counterfactual() -> None:
     lab = Labels(np.array([0.0, 0.9], np.float32), np.ones(2, np.float32), ["other", "useful"])
     assert apply_corrections([lab], [(0, 0, 1.0), (0, 1, 0.0)], weight=3.0) == 2
     assert lab.y.tolist() == [1.0, 0.0] and lab.w.tolist() == [3.0, 3.0] and lab.tag == ["counterfactual"] * 2
+
+
+def test_superseded_values_in_knowledge_updates_are_half_useful_once_the_update_is_held() -> None:
+    from runtime.encoders import HashEmbedder
+    from tests.train.lme.test_lme import item
+    from train.conversation_rows import RowConfig
+    from train.lme.reader import parse_question
+    from train.lme.rows import question_rows, superseded_values
+
+    sessions = [
+        [{"role": "user", "content": "I lead a team of 4 engineers now.", "has_answer": True},
+         {"role": "assistant", "content": "Great!"}] + [{"role": "user", "content": f"filler {i}"} for i in range(8)],
+        [{"role": "user", "content": f"chat {i} about cooking pasta"} for i in range(10)],
+        [{"role": "user", "content": "Update: I lead 5 engineers since last week.", "has_answer": True},
+         {"role": "assistant", "content": "Congrats!"}] + [{"role": "user", "content": f"more {i}"} for i in range(8)],
+    ]
+    q = parse_question(item("ku1", "knowledge-update", sessions=sessions, ids=["answer_a", "x", "answer_b"]))
+    assert superseded_values(q) == {"D1:1": {"D3:1"}}
+    r = question_rows(q, HashEmbedder(32), RowConfig(capacities=(0.2,), policies=("oracle",)))
+    sup = [i for i, t in enumerate(r.tag) if t == "superseded"]
+    assert sup and all(r.item_ids[i] == "D1:1" and r.y[i] == 0.5 for i in sup)
+    assert any(r.item_ids[i] == "D1:1" and r.y[i] == 1.0 for i in range(len(r.y)))  # before the update: evidence
+    assert all(r.y[i] == 1.0 for i in range(len(r.y)) if r.item_ids[i] == "D3:1")

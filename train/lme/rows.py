@@ -1,7 +1,9 @@
 """LongMemEval questions as labelled training rows (MIT: the rows may ship).
 
 A question's haystack is a labelled conversation: its ``has_answer`` turns are the evidence and
-its question the later query (:func:`train.conversation_rows.conversation_rows`).
+its question the later query (:func:`train.conversation_rows.conversation_rows`). In a
+knowledge-update question the evidence of earlier answer sessions holds the old value: once the
+update is held too, it is labelled ``superseded`` (half useful: the question may ask for both).
 """
 
 from __future__ import annotations
@@ -14,10 +16,24 @@ from ..conversation_rows import ConversationRows, RowConfig, conversation_rows
 from .protocol import lme_turns
 from .reader import LmeQuestion
 
-__all__ = ["question_rows"]
+__all__ = ["question_rows", "superseded_values"]
 
 
 def question_rows(q: LmeQuestion, emb: Embedder, cfg: RowConfig = RowConfig(), *,
                   vectors: np.ndarray | None = None) -> ConversationRows:
     """The training rows of one question (see :mod:`train.conversation_rows`)."""
-    return conversation_rows(q.question_id, lme_turns(q), set(q.evidence), [q.question], emb, cfg, vectors=vectors)
+    return conversation_rows(q.question_id, lme_turns(q), set(q.evidence), [q.question], emb, cfg, vectors=vectors,
+                             superseded=superseded_values(q))
+
+
+def superseded_values(q: LmeQuestion) -> dict[str, set[str]]:
+    """Knowledge updates: evidence id of an earlier answer session → the evidence of the last one."""
+    if q.question_type != "knowledge-update":
+        return {}
+    ev = set(q.evidence)
+    by_session = [[t.turn_id for t in s.turns if t.turn_id in ev] for s in q.sessions]
+    by_session = [ids for ids in by_session if ids]
+    if len(by_session) < 2:
+        return {}
+    latest = set(by_session[-1])
+    return {i: latest for ids in by_session[:-1] for i in ids}

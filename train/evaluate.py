@@ -167,6 +167,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 qs = itertools.islice(qs, args.limit)
             summary = evaluate_lme(qs, _lme_scorer(args.model), args.policies, args.capacities, emb, out=args.out,
                                    args=record, total=args.limit, progress=progress, workers=args.workers)
+            from .eval.report import write_report
+            write_report({"runs": [], "summary": summary, "note": f"Files: {', '.join(map(str, args.files))}."},
+                         Path(args.out))
             print(lme_table(summary))
         elif args.cmd == "lme-cv":
             from .eval.lme_cv import run_cv
@@ -174,7 +177,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                              preset=args.preset, rows_dir=args.rows, cache=args.cache, progress=progress,
                              validation_fold=args.validation_fold, workers=args.workers)
             payload["args"] = record
+            payload["note"] = (f"{args.folds}-fold cross-validation by question; fold {args.validation_fold} (the "
+                               "promotion fold) is never fit on and never reported. utilitynet-cv and bow are fit on "
+                               "the other training folds; every policy is scored on the same questions.")
             write_json(args.out, payload)
+            from .eval.report import write_report
+            write_report(payload, Path(args.out))
             print(lme_table(payload["summary"]))
         elif args.cmd in ("locomo", "locomo-loo"):
             convs = load_all(args.files)

@@ -1,7 +1,8 @@
-"""The human-readable side of ``make eval``: Markdown tables and PNG plots from ``eval.json``.
+"""The human-readable side of the evaluators: Markdown tables and PNG plots from their JSON.
 
 Plots: recall vs capacity per policy (conversations: evidence recall; synthetic: key-fact recall and
-question success), and per-category bars on conversations at each capacity.
+question success), per-category bars on conversations at each capacity, and LongMemEval evidence
+recall vs capacity per question type.
 """
 
 from __future__ import annotations
@@ -18,9 +19,23 @@ def _f(v: Any) -> str:
     return f"{v:.3f}" if isinstance(v, (int, float)) else "–"
 
 
+_LME_TYPES = ("single-session-user", "single-session-assistant", "single-session-preference", "multi-session",
+              "temporal-reasoning", "knowledge-update")
+
+
 def markdown(payload: dict[str, Any]) -> str:
-    """Markdown summary of an ``eval.json`` payload."""
+    """Markdown summary of an evaluation payload (``eval.json``, or ``lme-cv`` / ``lme`` output)."""
     out = ["# memir evaluation", ""]
+    lme = payload.get("summary") if "runs" in payload and "summary" in payload else None
+    if lme:
+        note = payload.get("note", "")
+        out += ["## LongMemEval: evidence recall by question type", "", note, "",
+                "| policy | p | recall | " + " | ".join(_LME_TYPES) + " |", "|---|---|---|" + "---|" * len(_LME_TYPES)]
+        for pol, caps in lme.items():
+            for p, cell in sorted(caps.items(), key=lambda kv: float(kv[0])):
+                out.append(f"| {pol} | {float(p):.2f} | {_f(cell['recall'])} | "
+                           + " | ".join(_f(cell["by_type"].get(t)) for t in _LME_TYPES) + " |")
+        out.append("")
     loc = payload.get("locomo")
     if loc:
         out += ["## Conversations (LoCoMo layout): evidence recall, categories 1–4", "",
@@ -50,12 +65,32 @@ def markdown(payload: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
-def _plots(payload: dict[str, Any], out_dir: Path) -> list[Path]:
+def _plots(payload: dict[str, Any], out_dir: Path, stem: str = "lme") -> list[Path]:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     paths: list[Path] = []
+    lme = payload.get("summary") if "runs" in payload and "summary" in payload else None
+    if lme:
+        fig, axes = plt.subplots(2, 4, figsize=(16, 7.5))
+        panels = [("all questions", None), *[(t, t) for t in _LME_TYPES]]
+        for ax, (title, qt) in zip(axes.flat, panels):
+            for pol, caps in lme.items():
+                xs = sorted(caps, key=float)
+                ys = [caps[x]["recall"] if qt is None else caps[x]["by_type"].get(qt) for x in xs]
+                ax.plot([float(x) for x in xs], [y if y is not None else float("nan") for y in ys], marker="o",
+                        label=pol, lw=2.5 if pol.startswith("utilitynet") else 1.2)
+            ax.set(title=title, xlabel="capacity p", ylabel="evidence recall", ylim=(0, 1.02))
+            ax.grid(alpha=0.3)
+        handles, labels = axes.flat[0].get_legend_handles_labels()
+        axes.flat[-1].axis("off")
+        axes.flat[-1].legend(handles, labels, loc="center", fontsize=9)
+        fig.suptitle("LongMemEval: evidence recall vs capacity")
+        fig.tight_layout()
+        paths.append(out_dir / f"{stem}_recall_by_type.png")
+        fig.savefig(paths[-1], dpi=110)
+        plt.close(fig)
     loc = payload.get("locomo")
     if loc:
         fig, ax = plt.subplots(figsize=(6, 4))
@@ -114,7 +149,7 @@ def write_report(payload: dict[str, Any], json_path: Path) -> str:
     """Write ``<json_path stem>.md`` and the PNG plots beside ``json_path``; returns the Markdown."""
     out_dir = json_path.parent
     out_dir.mkdir(parents=True, exist_ok=True)
-    pngs = _plots(payload, out_dir)
+    pngs = _plots(payload, out_dir, json_path.stem)
     md = markdown(payload) + "\n" + "\n".join(f"![{p.stem}]({p.name})" for p in pngs) + "\n"
     json_path.with_suffix(".md").write_text(md)
     return md

@@ -36,8 +36,8 @@ test: install encoder ## Run the test suite (fails on failures and on "no tests"
 test-fast: install ## Tests without the slow end-to-end ones
 	$(BIN)/python -m pytest -q -m "not slow" $(PYTEST_ARGS)
 
-train: install encoder ## Self-play training rounds; writes checkpoints/ (PRESET=default ROUNDS=N)
-	$(BIN)/python -m train.loop --preset $(PRESET) $(if $(ROUNDS),--rounds $(ROUNDS),)
+train: install encoder ## Self-play training rounds; writes checkpoints/ (PRESET=default ROUNDS=N LOGS="a.jsonl ...")
+	$(BIN)/python -m train.loop --preset $(PRESET) $(if $(ROUNDS),--rounds $(ROUNDS),) $(if $(LOGS),--log-files $(LOGS),)
 
 eval: install encoder ## Evaluate policies; writes reports/eval.json, eval.md and plots
 	$(BIN)/python -m train.evaluate all --out reports/eval.json

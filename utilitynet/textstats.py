@@ -93,9 +93,22 @@ _Q = np.uint64(0x9E3779B97F4A7C15)  # golden-ratio multiplier: mixes the two key
 _KEY_BYTES = 16  # tokens longer than this are never marker words (the longest is 15 letters)
 
 
-def _range(a: np.ndarray, lo: str, hi: str) -> np.ndarray:
-    # One SIMD pass: uint8 wrap-around turns lo <= a <= hi into a single unsigned compare.
-    return (a - np.uint8(ord(lo))) <= np.uint8(ord(hi) - ord(lo))
+# One table lookup classifies every byte of the (original-case) batch; each mask is then one AND.
+(B_UPPER, B_LOWERISH, B_SPACE, B_PUNCT, B_HIGH, B_CJK, B_LOWER) = (1 << i for i in range(7))
+_classes = np.zeros(256, dtype=np.uint8)
+for _b in range(256):
+    _c = chr(_b)
+    _classes[_b] = ((B_UPPER if "A" <= _c <= "Z" else 0)
+                       | (B_LOWERISH if ("a" <= _c <= "z" or "0" <= _c <= "9" or _c in ",;:") else 0)
+                       | (B_SPACE if _c == " " or "\t" <= _c <= "\r" else 0)
+                       | (B_PUNCT if "!" <= _c <= "~" and not _c.isalnum() else 0)
+                       | (B_HIGH if _b >= 0xC0 else 0) | (B_CJK if 0xE3 <= _b <= 0xEF else 0)
+                       | (B_LOWER if "a" <= _c <= "z" else 0))
+_BYTE_CLASS = _classes.tobytes()  # a bytes.translate table
+del _b, _c, _classes
+
+
+_TOKEN_CLASS = bytes(1 if 97 <= b <= 122 else 2 if 48 <= b <= 57 else 0 for b in range(256))  # a-z / 0-9
 
 
 def _shift(x: np.ndarray, k: int = 1) -> np.ndarray:
@@ -138,9 +151,11 @@ def _tokenize(low: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarra
     marker). Only uint8/bool arrays are made per byte: int64 temporaries dominate the cost otherwise.
     """
     a = np.frombuffer(low, dtype=np.uint8)
-    letter, digit = _range(a, "a", "z"), _range(a, "0", "9")
-    letter[1:-1] |= (a[1:-1] == ord("'")) & letter[:-2] & letter[2:]
-    cls = letter.view(np.int8) + (digit.view(np.int8) << 1)  # 0 other, 1 letter, 2 digit
+    # bytes.translate is a C table lookup at memory speed; numpy's take would widen every index to int64
+    cls = np.frombuffer(low.translate(_TOKEN_CLASS), dtype=np.int8)  # 0 other, 1 letter, 2 digit
+    if b"'" in low:  # an apostrophe between two letters is part of the word ("don't")
+        cls = cls.copy()
+        cls[1:-1] |= ((a[1:-1] == ord("'")) & (cls[:-2] == 1) & (cls[2:] == 1)).view(np.int8)
     change = np.ones(len(a) + 1, dtype=bool)  # change[i]: byte i starts a new run (i = len: end)
     change[1:-1] = cls[1:] != cls[:-1]
     in_tok = cls != 0
@@ -305,14 +320,15 @@ def _text_stats(contents: Sequence[str]) -> dict[str, np.ndarray]:
 
     is_word = ~is_digit
     greet = per_token(is_word & ((bits & GREET) > 0))
-    cjk_chars = per_record(_range(a, "\xe3", "\xef")) if non_ascii else np.zeros(n)  # 3-byte lead bytes
+    bc = np.frombuffer(blob.translate(_BYTE_CLASS), dtype=np.uint8)
+    cjk_chars = per_record((bc & B_CJK) > 0) if non_ascii else np.zeros(n)  # 3-byte lead bytes
     other = per_token(~(is_word & ((bits & GREET) > 0))) + cjk_chars
-    upper = _range(a, "A", "Z")
-    lowerish = _range(a, "a", "z") | _range(a, "0", "9") | (a == ord(",")) | (a == ord(";")) | (a == ord(":"))
-    space = (a == ord(" ")) | _range(a, "\t", "\r")
-    mid_caps = upper & ~_shift(upper) & _shift(space) & _shift(lowerish, 2)
-    punct = _range(a, "!", "~") & ~_range(a, "a", "z") & ~_range(a, "A", "Z") & ~_range(a, "0", "9")
-    tokens = np.bincount(rec, minlength=n)[:n] + per_record(punct) + per_record(a >= 0xC0)
+    upper = (bc & B_UPPER) > 0
+    space = (bc & B_SPACE) > 0
+    # a capital after a space that follows a lower-case letter, digit or , ; : (not a sentence start)
+    mid_caps = np.zeros(len(a), dtype=bool)
+    mid_caps[2:] = upper[2:] & ~upper[1:-1] & space[1:-1] & ((bc[:-2] & B_LOWERISH) > 0)
+    tokens = np.bincount(rec, minlength=n)[:n] + per_record((bc & B_PUNCT) > 0) + per_record((bc & B_HIGH) > 0)
     question = per_record(a == ord("?")) + (by_regex(_CJK["q"]) if non_ascii else 0.0)
 
     def log(x: np.ndarray) -> np.ndarray:
@@ -328,8 +344,8 @@ def _text_stats(contents: Sequence[str]) -> dict[str, np.ndarray]:
     my_noun = ((bits & POSS) > 0) & same_next & ~_shift(is_digit, -1)
     time_words = ((bits & (TIMEW | DAYW | MONTH_FULL)) > 0) | (((bits & LASTNEXT) > 0) & ((nxt_bits & (PERIOD | DAYW)) > 0))
     words = per_token(is_word) + cjk_chars
-    lower_letter = _range(a, "a", "z")
-    caps_words = mid_caps & _shift(lower_letter, -1)  # a capitalised *word* ("Paris"), not "I" / "I'm"
+    caps_words = np.zeros(len(a), dtype=bool)  # a capitalised *word* ("Paris"), not "I" / "I'm"
+    caps_words[:-1] = mid_caps[:-1] & ((bc[1:] & B_LOWER) > 0)
     # Last non-space byte of each record: step back from its end while on whitespace (rarely more
     # than a step or two; the few records still walking are the only ones touched).
     last_ns = seps[1:] - 1

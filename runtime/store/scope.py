@@ -623,7 +623,7 @@ class Scope:
         return _decisions.explain(self._tenant, memory_id)
 
     def decisions(self, limit: int = 20) -> builtins.list[RetentionDecision]:
-        """This scope's retention decisions, newest first (without per-item details)."""
+        """This scope's retention decisions, most recently made first (without per-item details)."""
         return _decisions.recent(self._tenant, limit)
 
     def decision(self, decision_id: str) -> RetentionDecision:

@@ -18,7 +18,7 @@ from typing import Any
 
 from ...encoders.base import Embedder
 from ...errors import NotFoundError, ValidationError
-from .schema import apply_pragmas, migrate
+from .schema import apply_pragmas, check_not_foreign, migrate
 from .vector_cache import VectorCache
 
 __all__ = ["SqliteDB"]
@@ -75,6 +75,11 @@ class SqliteDB:
         try:
             conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False,
                                    timeout=busy_timeout_ms / 1000)
+            try:
+                check_not_foreign(conn, path)
+            except ValidationError:
+                conn.close()
+                raise
             apply_pragmas(conn, busy_timeout_ms, in_memory)
             migrate(conn, path)
         except sqlite3.DatabaseError as e:
@@ -199,7 +204,7 @@ class SqliteDB:
                 out[f"by_{col}"] = dict(q(f"SELECT {col}, count(*) FROM memories GROUP BY {col}").fetchall())
             out["encoders"] = dict(q("SELECT encoder_id, count(*) FROM vectors GROUP BY encoder_id").fetchall())
             out["last_decisions"] = [json.loads(p) for (p,) in q(
-                "SELECT payload FROM decisions ORDER BY at DESC, id DESC LIMIT 5").fetchall()]
+                "SELECT payload FROM decisions ORDER BY id DESC LIMIT 5").fetchall()]
         return out
 
     def forget_user(self, user_id: str) -> int:

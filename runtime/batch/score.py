@@ -32,7 +32,7 @@ from ..record.memir import MemIR, utcnow
 from ..retention.plan import RetentionPlan, recent_context, scoring_context
 from ..retention.policy import RetentionPolicy
 from ..retention.solver import Method, OnInfeasible
-from ..store.dumps import iter_dump
+from ..store.dumps import count_records, iter_dump
 
 __all__ = ["ScoreConfig", "score_dump"]
 
@@ -160,15 +160,20 @@ def score_dump(dump: str | Path, out: str | Path, cfg: ScoreConfig = ScoreConfig
     qpath = Path(cfg.quarantine) if cfg.quarantine else out.with_name(out.name + ".quarantine.jsonl")
     quarantine = _Quarantine(qpath)
     tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    ok = False
+    ok = keep_quarantine = False
     bar = None
     try:
         if progress:
             from tqdm import tqdm
-            bar = tqdm(desc="read", unit="rec", total=_line_count(dump), mininterval=0.5)
+            bar = tqdm(desc="read", unit="rec", total=count_records(dump), mininterval=0.5)
         groups, n_lines = _read(dump, cfg, quarantine, bar)
         if bar is not None:
             bar.close()
+        if not groups:
+            keep_quarantine = True  # a complete read: the user needs to see why every record was rejected
+            raise ValidationError(f"no valid record in {dump} ({n_lines} read"
+                                  + (f", {quarantine.count} quarantined to {qpath}: see why each was rejected)"
+                                     if quarantine.count else ")"), field="dump")
         t_read = time.perf_counter() - t0
         dim = scorer.spec.embedding_dim
         embedder = None
@@ -218,7 +223,7 @@ def score_dump(dump: str | Path, out: str | Path, cfg: ScoreConfig = ScoreConfig
     finally:
         if bar is not None:
             bar.close()
-        quarantine.close(keep=ok)
+        quarantine.close(keep=ok or keep_quarantine)
         tmp.unlink(missing_ok=True)
     total = time.perf_counter() - t0
     return {"input": str(dump), "output": str(out), "records": n_lines, "valid": n_valid,
@@ -226,21 +231,6 @@ def score_dump(dump: str | Path, out: str | Path, cfg: ScoreConfig = ScoreConfig
             "embedded": n_embedded, "scopes": len(groups), **totals,
             "seconds": {"read": round(t_read, 3), "score": round(t_score, 3), "total": round(total, 3)},
             "records_per_s": round(n_lines / total, 1) if total > 0 else None}
-
-
-def _line_count(path: Path) -> int | None:
-    """Rows in the dump, for the progress bar's total (Parquet metadata; JSONL newline count)."""
-    if path.suffix in (".parquet", ".pq"):
-        try:
-            import pyarrow.parquet as pq
-            return int(pq.ParquetFile(path).metadata.num_rows)
-        except (ImportError, OSError):
-            return None
-    n = 0
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            n += block.count(b"\n")
-    return n
 
 
 def _embedder(kind: str) -> Any:

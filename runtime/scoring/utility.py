@@ -6,8 +6,8 @@ version or embedding width) with :class:`~runtime.errors.SchemaMismatchError` sa
 ``score`` = :func:`utilitynet.features.featurize` (the same function the trainer used) + the MLP in
 batches + a sigmoid: utilities in (0, 1), comparable within one call.
 
-Model location: the ``model`` argument, else ``$MEMIR_MODEL``, else ``checkpoints/utilitynet.onnx``
-next to the ``runtime`` package (the shipped default; ``make train`` rewrites it).
+Model location: the ``model`` argument, else ``$MEMIR_MODEL``, else the model that ships inside the
+package (a repository checkout: ``checkpoints/utilitynet.onnx``, which ``make train`` rewrites).
 
 Example:
     >>> from datetime import datetime, timezone
@@ -44,6 +44,7 @@ from utilitynet.features import (
 )
 
 from ..errors import EncoderMismatchError, ModelNotFoundError, SchemaMismatchError, VectorError
+from ..install import DIST
 from ..record.memir import MemIR
 
 __all__ = ["MODEL_ENV", "FakeScorer", "ModelInfo", "UtilityScorer", "default_model_path"]
@@ -51,15 +52,20 @@ __all__ = ["MODEL_ENV", "FakeScorer", "ModelInfo", "UtilityScorer", "default_mod
 MODEL_ENV = "MEMIR_MODEL"
 """Environment variable naming the ONNX model file (overrides the shipped default)."""
 
-_RETRAIN = "run `make train` (or re-export a model trained on this feature schema with " \
-           "utilitynet.export.export_onnx)"
+_RETRAIN = (f"reinstall the package (`pip install --force-reinstall {DIST}`) to get the model it ships, or "
+            f"set ${MODEL_ENV} to a model trained on this feature schema")
 
 
 def default_model_path() -> Path:
-    """``$MEMIR_MODEL`` if set, else ``checkpoints/utilitynet.onnx`` beside the ``runtime`` package."""
+    """Where the default model is: ``$MEMIR_MODEL`` if set; else the model shipped inside the
+    installed package (``runtime/checkpoints/``, put there when the wheel is built); else, in a
+    repository checkout, ``checkpoints/utilitynet.onnx`` (what ``make train`` promotes)."""
     env = os.environ.get(MODEL_ENV)
     if env:
         return Path(env).expanduser()
+    shipped = Path(__file__).resolve().parents[1] / "checkpoints" / "utilitynet.onnx"
+    if shipped.is_file():
+        return shipped
     return Path(__file__).resolve().parents[2] / "checkpoints" / "utilitynet.onnx"
 
 
@@ -117,8 +123,7 @@ class UtilityScorer:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         path = Path(model) if model is not None else default_model_path()
         if not path.is_file():
-            raise ModelNotFoundError(f"no utility model at {path}: {_RETRAIN}, or set ${MODEL_ENV} to an "
-                                     "exported utilitynet.onnx")
+            raise ModelNotFoundError(f"no utility model at {path}: {_RETRAIN}")
         import onnxruntime as ort  # lazy: FakeScorer users never pay for it
 
         if threads < 1:
@@ -138,8 +143,8 @@ class UtilityScorer:
         self._check_spec(path, spec, sess)
         if encoder_id is not None and encoder_id != spec.encoder_id:
             raise EncoderMismatchError(f"{path} was fit on embeddings from {spec.encoder_id!r}, but the "
-                                       f"store uses {encoder_id!r}: retrain with that encoder (`make train`) "
-                                       "or re-embed")
+                                       f"store uses {encoder_id!r}: re-embed the store with the model's encoder "
+                                       f"(`memir reembed`), or set ${MODEL_ENV} to a model fit on {encoder_id!r}")
         self._sess, self._info = sess, ModelInfo(path, spec, md)
         self._batch_size, self._redundancy, self._threads = batch_size, redundancy, threads
 
@@ -199,7 +204,7 @@ class UtilityScorer:
             raise EncoderMismatchError(
                 f"embeddings have {emb.shape[1]} dims but the model was fit on "
                 f"{self.spec.embedding_dim}-dim vectors from {self.spec.encoder_id!r}: embed with that "
-                "encoder, or retrain (`make train`)")
+                f"encoder, or set ${MODEL_ENV} to a model fit on yours")
         X = featurize(batch, emb, ctx, redundancy=self._redundancy, workers=self._threads)
         return self.score_features(X)
 

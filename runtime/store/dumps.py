@@ -1,10 +1,11 @@
 """Memory dumps: the JSONL and Parquet files ``Scope.snapshot`` writes and ``memir score`` reads.
 
 JSONL: one MemIR per line (``model_dump(mode="json")``) plus ``embedding`` (list of floats) and
-``encoder_id`` keys. Parquet: a ``record`` column of MemIR JSON, ``embedding`` (list<float32>, null
+``encoder_id`` keys; gzip-compressed (any name) and zstd-compressed (with ``zstandard``) files are
+read too, and a UTF-8 byte-order mark is ignored. Parquet: a ``record`` column of MemIR JSON, ``embedding`` (list<float32>, null
 when absent) and ``encoder_id``; rows whose columns are the MemIR fields themselves are read too.
 Writes go to a temporary file in the target directory and are renamed into place, so a crash
-never leaves half a dump. Parquet needs ``pyarrow`` (``pip install 'memir[parquet]'``) and nothing
+never leaves half a dump. Parquet needs ``pyarrow`` (``pip install 'memir-runtime[parquet]'``) and nothing
 else: no dataset library, no cache copy of the data outside the files named.
 """
 
@@ -20,10 +21,10 @@ from typing import IO, Any
 import numpy as np
 from pydantic import ValidationError as PydanticValidationError
 
-from ..errors import MissingDependencyError, ValidationError
+from ..errors import MissingDependencyError, NotFoundError, ValidationError
 from ..record.memir import MemIR
 
-__all__ = ["DumpRow", "iter_dump", "write_dump"]
+__all__ = ["DumpRow", "check_dump", "count_records", "iter_dump", "write_dump"]
 
 DumpRow = tuple[int, Any, Exception | None]
 """``(line or row number, (record, vector) or the raw input, error or None)``."""
@@ -36,7 +37,7 @@ def _pyarrow() -> tuple[Any, Any]:
         import pyarrow as pa
         import pyarrow.parquet as pq
     except ImportError as e:
-        raise MissingDependencyError("Parquet dumps need pyarrow: pip install 'memir[parquet]'") from e
+        raise MissingDependencyError("Parquet dumps need pyarrow: pip install 'memir-runtime[parquet]'") from e
     return pa, pq
 
 
@@ -69,14 +70,71 @@ def parse_row(obj: Any) -> tuple[MemIR, np.ndarray | None]:
 _ROW_ERRORS: tuple[type[Exception], ...] = (PydanticValidationError, ValidationError, ValueError, TypeError)
 
 
-def iter_dump(path: str | Path, batch_size: int = 8192) -> Iterator[DumpRow]:
-    """Yield every record of a JSONL or Parquet dump, with its line (row) number and error."""
+_GZIP, _ZSTD, _PAR1 = b"\x1f\x8b", b"\x28\xb5\x2f\xfd", b"PAR1"
+
+
+def _open_jsonl(p: Path) -> IO[bytes]:
+    """The dump's bytes, decompressed when it is gzip (any name) or zstd (with ``zstandard``)."""
+    with open(p, "rb") as fh:
+        head = fh.read(4)
+    if head.startswith(_GZIP):
+        import gzip
+        return gzip.open(p, "rb")  # type: ignore[return-value]
+    if head == _ZSTD:
+        try:
+            import zstandard
+        except ImportError:
+            raise MissingDependencyError(f"{p} is zstd-compressed: pip install zstandard, or decompress it first "
+                                         f"(zstd -d {p.name})") from None
+        return zstandard.ZstdDecompressor().stream_reader(open(p, "rb"), closefd=True)  # type: ignore[no-any-return]
+    return open(p, "rb")
+
+
+def check_dump(path: str | Path) -> Path:
+    """The dump's path if it can be read as a dump at all; else a typed error naming the fix."""
     p = Path(path)
-    if p.suffix in _PARQUET:
+    if not p.exists():
+        raise NotFoundError(f"no dump at {p}: check the path")
+    if p.is_dir():
+        raise ValidationError(f"{p} is a directory: give a JSONL or Parquet dump file", field="dump")
+    with open(p, "rb") as fh:
+        head = fh.read(4)
+    if p.suffix in _PARQUET or head == _PAR1:
+        _, pq = _pyarrow()
+        try:
+            pq.ParquetFile(p)
+        except Exception as e:  # pyarrow's ArrowInvalid / OSError: not a readable Parquet file
+            raise ValidationError(f"{p} is not a readable Parquet file ({str(e).splitlines()[0]})",
+                                  field="dump") from None
+    return p
+
+
+def count_records(path: str | Path) -> int | None:
+    """Rows of a dump (Parquet metadata; lines of the decompressed JSONL): a progress bar's total."""
+    p = check_dump(path)
+    with open(p, "rb") as fh:
+        parquet = p.suffix in _PARQUET or fh.read(4) == _PAR1
+    if parquet:
+        _, pq = _pyarrow()
+        return int(pq.ParquetFile(p).metadata.num_rows)
+    n = 0
+    with _open_jsonl(p) as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            n += block.count(b"\n")
+    return n
+
+
+def iter_dump(path: str | Path, batch_size: int = 8192) -> Iterator[DumpRow]:
+    """Yield every record of a JSONL (plain, gzip or zstd) or Parquet dump, with its line (row)
+    number and error. Raises (before yielding anything) if the file cannot be read as a dump."""
+    p = check_dump(path)
+    with open(p, "rb") as fh:
+        parquet = p.suffix in _PARQUET or fh.read(4) == _PAR1
+    if parquet:
         yield from _iter_parquet(p, batch_size)
         return
     loads, decode_errors = _loads()
-    with open(p, "rb") as fh:
+    with _open_jsonl(p) as fh:
         for line, raw in enumerate(fh, 1):
             if line == 1 and raw.startswith(b"\xef\xbb\xbf"):
                 raw = raw[3:]  # a UTF-8 byte-order mark is not part of the first record

@@ -1,8 +1,12 @@
-"""The `memir` CLI: --help with examples, and inspect/retain/explain/snapshot/score on real files."""
+"""The `memir` CLI on real files: summaries and --json, help with examples on every flag, and every
+failure one line on stderr with its own exit code, leaving the directory as it was."""
 
 from __future__ import annotations
 
+import gzip
+import hashlib
 import json
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -10,7 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from runtime.cli import main
+import runtime.cli as cli
+from runtime.cli import EXIT, build_parser, main
 from runtime.encoders import HashEmbedder
 from runtime.store import MemoryStore
 
@@ -30,22 +35,35 @@ def _tiny_model(tmp_path: Path, dim: int = 64) -> Path:
     return export_onnx(net, spec, tmp_path / "model.onnx")
 
 
+def listing(d: Path) -> dict[str, str]:
+    """Every file under ``d`` with its sha256: "the directory is unchanged" means this is equal."""
+    return {str(p.relative_to(d)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(d.rglob("*"))
+            if p.is_file()}
+
+
 @pytest.mark.parametrize("cmd", COMMANDS)
-def test_help_has_an_example(cmd: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_help_has_an_example_and_every_flag_is_explained(cmd: str, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as e:
         main([cmd, "--help"])
     assert e.value.code == 0
     out = capsys.readouterr().out
     assert "example:" in out and f"memir {cmd}" in out
+    sub = next(a for a in build_parser()._subparsers._group_actions if a.dest == "cmd").choices[cmd]  # type: ignore[union-attr]
+    for action in sub._actions:
+        assert action.help, f"memir {cmd}: {action.option_strings or action.dest} has no help text"
 
 
-def test_console_script_help_runs() -> None:
+def test_version_and_console_script() -> None:
+    r = subprocess.run([sys.executable, "-m", "runtime.cli", "--version"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.startswith("memir (memir-runtime)")
     r = subprocess.run([sys.executable, "-m", "runtime.cli", "--help"], capture_output=True, text=True, timeout=60)
-    assert r.returncode == 0 and "memir" in r.stdout and all(c in r.stdout for c in COMMANDS)
+    assert r.returncode == 0 and all(c in r.stdout for c in COMMANDS)
 
 
 @pytest.fixture
-def db(tmp_path: Path) -> Path:
+def db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setattr(cli, "_open_store", lambda path, create: MemoryStore.open(path, embedder=HashEmbedder(64),
+                                                                                   create=create))
     path = tmp_path / "agent.sqlite"
     with MemoryStore.open(path, embedder=HashEmbedder(64)) as store:
         s = store.scope(user_id="u42")
@@ -55,29 +73,101 @@ def db(tmp_path: Path) -> Path:
     return path
 
 
-def test_inspect_retain_explain_snapshot(db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    import runtime.cli as cli
-    monkeypatch.setattr(cli, "_open", lambda path, hash_embedder=False: MemoryStore.open(path, embedder=HashEmbedder(64)))
+def test_inspect_retain_explain_snapshot(db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     model = _tiny_model(tmp_path)
     assert main(["inspect", str(db), "--capacity", "10"]) == 0
+    summary = capsys.readouterr().out
+    assert summary.startswith(f"{db}: 22 memories in 2 scope(s)") and "user u42/default: 21 (fill 210%)" in summary
+    assert main(["inspect", str(db), "--capacity", "10", "--json"]) == 0
     stats = json.loads(capsys.readouterr().out)
-    assert stats["memories"] == 22 and stats["by_user_id"] == {"other": 1, "u42": 21}
-    assert stats["fill"]["u42"] == 2.1
-    assert main(["retain", str(db), "--user", "u42", "--capacity", "5", "--model", str(model)]) == 0
-    out = json.loads(capsys.readouterr().out)
-    assert out["kept"] == 5 and out["archived"] == 16
-    with MemoryStore.open(db, embedder=HashEmbedder(64)) as store:
-        kept_id = store.scope(user_id="u42").list()[0].id
-    assert main(["explain", str(db), kept_id]) == 0
+    assert stats["memories"] == 22 and stats["fill"]["u42/default"] == 2.1
+
+    # a dry run reports exactly what the real run then does
+    args = ["retain", str(db), "--user", "u42", "--capacity", "5", "--model", str(model), "--json"]
+    assert main([*args, "--dry-run"]) == 0
+    dry = json.loads(capsys.readouterr().out)
+    assert dry["dry_run"] and len(dry["kept"]) == 5 and len(dry["archived"]) == 16
+    assert main(["inspect", str(db), "--json"]) == 0 and json.loads(capsys.readouterr().out)["memories"] == 22
+    assert main(args) == 0
+    real = json.loads(capsys.readouterr().out)
+    assert sorted(real["kept"]) == sorted(dry["kept"]) and sorted(real["archived"]) == sorted(dry["archived"])
+    assert main(["retain", str(db), "--user", "u42", "--capacity", "3", "--model", str(model), "--dry-run",
+                 "--verbose"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("DRY RUN") and "kept 3 of 5" in out and out.count("archive") >= 2
+
+    # explain takes memory ids and the decision ids inspect prints
+    assert main(["inspect", str(db)]) == 0
+    assert f"decision {real['decision_id']}" in capsys.readouterr().out
+    assert main(["explain", str(db), real["decision_id"]]) == 0
+    assert "kept 5" in capsys.readouterr().out
+    assert main(["explain", str(db), real["kept"][0], "--json"]) == 0
     assert "kept" in json.loads(capsys.readouterr().out)["summary"]
-    assert main(["explain", str(db), "mem_does_not_exist"]) == 1
-    capsys.readouterr()
+
     snap = tmp_path / "u42.jsonl"
     assert main(["snapshot", str(db), "--user", "u42", "-o", str(snap)]) == 0
+    assert capsys.readouterr().out.strip() == f"wrote 21 records to {snap}"
     lines = [json.loads(x) for x in snap.read_text().splitlines()]
     assert len(lines) == 21 and all(x["provenance"]["user_id"] == "u42" for x in lines)
-    assert all(len(x["embedding"]) == 64 for x in lines)
+
+
+def _fails(args: list[str], code: str, match: str, capsys: pytest.CaptureFixture[str], where: Path) -> None:
+    before = listing(where)
+    assert main(args) == EXIT[code], args
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("memir: ") and "Traceback" not in err, err
+    assert match in err, err
+    assert listing(where) == before, f"{args} changed the directory"
+
+
+def test_every_failure_is_one_line_a_distinct_code_and_changes_nothing(db: Path, tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    model = _tiny_model(tmp_path)
+    (tmp_path / "notes.txt").write_text("hello")
+    foreign = tmp_path / "other.db"
+    c = sqlite3.connect(foreign)
+    c.execute("create table t(a)")
+    c.commit()
+    c.close()
+    cases = [
+        (["inspect", str(tmp_path / "agent.sqlit")], "missing", "no store at"),          # a typo creates nothing
+        (["retain", str(tmp_path / "nope.sqlite"), "--user", "u42", "--capacity", "3"], "missing", "no store at"),
+        (["inspect", str(tmp_path / "notes.txt")], "invalid", "not a memir store"),
+        (["inspect", str(foreign)], "invalid", "another application"),
+        (["retain", str(db), "--user", "ghost", "--capacity", "3", "--model", str(model)], "unknown", "no user 'ghost'"),
+        (["retain", str(db), "--user", "u42", "--capacity", "3", "--rules", "rulez.yaml"], "missing",
+         "no rules file at rulez.yaml"),
+        (["explain", str(db), "mem_does_not_exist"], "unknown", "no memory or decision"),
+        (["snapshot", str(db), "--user", "u42", "-o", str(tmp_path / "no" / "dir" / "x.jsonl")], "missing",
+         "output directory"),
+        (["score", str(tmp_path / "nope.jsonl"), "-o", str(tmp_path / "o.jsonl")], "missing", "no dump at"),
+        (["score", str(tmp_path / "notes.txt"), "-o", str(tmp_path / "no" / "o.jsonl")], "missing",
+         "output directory"),
+        (["retain", str(db), "--user", "u42", "--capacity", "3", "--model", str(tmp_path / "nomodel.onnx")],
+         "environment", "no utility model"),
+    ]
+    for args, code, match in cases:
+        _fails(args, code, match, capsys, tmp_path)
+    assert not (tmp_path / "agent.sqlit").exists()
+    assert main(["inspect", str(tmp_path / "fresh.sqlite"), "--create"]) == 0  # explicit creation
+    assert (tmp_path / "fresh.sqlite").exists()
+
+
+def test_infeasible_rules_exit_7_or_overflow(db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    model = _tiny_model(tmp_path)
+    rules = tmp_path / "rules.yaml"
+    rules.write_text("must_keep:\n  - {name: facts, when: {content_regex: 'fact'}}\n")
+    _fails(["retain", str(db), "--user", "u42", "--capacity", "3", "--model", str(model), "--rules", str(rules),
+            "--on-infeasible", "raise"], "infeasible", "", capsys, tmp_path)
+    assert main(["retain", str(db), "--user", "u42", "--capacity", "3", "--model", str(model), "--rules", str(rules),
+                 "--on-infeasible", "overflow", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["overflow"] == {"capacity": 17.0} and len(d["kept"]) == 20  # the 20 must-keep facts, over capacity
+
+
+def test_debug_shows_the_traceback(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["explain", str(db), "mem_nope", "--debug"]) == EXIT["unknown"]
+    assert "Traceback" in capsys.readouterr().err
 
 
 def test_score_quarantines_bad_records_and_loses_nothing(db: Path, tmp_path: Path,
@@ -91,10 +181,10 @@ def test_score_quarantines_bad_records_and_loses_nothing(db: Path, tmp_path: Pat
         fh.write("this is not json\n")
         fh.write(json.dumps({"content": "needs an embedding", "provenance": {"user_id": "new"}}) + "\n")
         fh.write(json.dumps({"content": "bad vector", "provenance": {"user_id": "new"},
-                             "embedding": [float("nan")] * 64}).replace("NaN", "NaN") + "\n")
+                             "embedding": [float("nan")] * 64}) + "\n")
     out = tmp_path / "scored.jsonl"
     rc = main(["score", str(dump), "-o", str(out), "--capacity", "3", "--model", str(model),
-               "--encoder", "hash", "--quiet"])
+               "--encoder", "hash", "--quiet", "--json"])
     assert rc == 0
     report = json.loads(capsys.readouterr().out)
     assert report["records"] == n + 4 and report["valid"] == n + 1 and report["quarantined"] == 3
@@ -103,38 +193,36 @@ def test_score_quarantines_bad_records_and_loses_nothing(db: Path, tmp_path: Pat
     assert len(rows) == n + 1                                   # every valid record has a row
     q = [json.loads(x) for x in Path(str(out) + ".quarantine.jsonl").read_text().splitlines()]
     assert [x["line"] for x in q] == [n + 1, n + 2, n + 4] and all(x["error"] for x in q)
-    by_user: dict[str, list[dict]] = {}
-    for r in rows:
-        by_user.setdefault(r["user_id"], []).append(r)
-    assert sum(r["keep"] for r in by_user["u42"]) == 3          # capacity per scope
-    core = [r for r in by_user["u42"] if r["reason"] == "must_keep"]
-    assert len(core) == 1 and core[0]["keep"]
+    assert sum(r["keep"] for r in rows if r["user_id"] == "u42") == 3          # capacity per scope
     assert all(np.isfinite(r["utility"]) for r in rows)
 
+    # the same dump gzip-compressed (any name) and with a byte-order mark scores the same
+    body = dump.read_bytes()
+    (tmp_path / "dump.jsonl.gz").write_bytes(gzip.compress(b"\xef\xbb\xbf" + body))
+    assert main(["score", str(tmp_path / "dump.jsonl.gz"), "-o", str(tmp_path / "gz.jsonl"), "--capacity", "3",
+                 "--model", str(model), "--encoder", "hash", "--quiet", "--json"]) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert again["valid"] == n + 1 and again["quarantined"] == 3
+    assert not list(tmp_path.glob(".*.tmp")) and not list(tmp_path.glob("*.tmp"))
 
-def test_score_reads_parquet_dumps(db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+
+def test_score_reads_parquet_and_refuses_corrupt_or_empty_files(db: Path, tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
     pa = pytest.importorskip("pyarrow")
     pq = pytest.importorskip("pyarrow.parquet")
-    pytest.importorskip("datasets")
     model = _tiny_model(tmp_path)
-    dump = tmp_path / "dump.jsonl"
     with MemoryStore.open(db, embedder=HashEmbedder(64)) as store:
-        n = store.admin_export(dump)
-    rows = [json.loads(x) for x in dump.read_text().splitlines()]
-    rows.append({**rows[0], "id": "bad", "content": ""})         # invalid: empty content
-    # the layout Scope.snapshot("x.parquet") writes: MemIR JSON + a float32 list column
-    pq.write_table(pa.table({
-        "record": [json.dumps({k: v for k, v in r.items() if k not in ("embedding", "encoder_id")}) for r in rows],
-        "embedding": pa.array([r["embedding"] for r in rows], type=pa.list_(pa.float32())),
-        "encoder_id": [r["encoder_id"] for r in rows]}), tmp_path / "dump.parquet")
-    out = tmp_path / "scored.jsonl"
-    assert main(["score", str(tmp_path / "dump.parquet"), "-o", str(out), "--capacity", "4",
-                 "--model", str(model), "--encoder", "hash", "--quiet"]) == 0
-    report = json.loads(capsys.readouterr().out)
-    assert report["valid"] == n and report["quarantined"] == 1 and report["embedded"] == 0
-    scored = [json.loads(x) for x in out.read_text().splitlines()]
-    assert {r["id"] for r in scored} == {r["id"] for r in rows[:-1]}
-    assert sum(r["keep"] for r in scored if r["user_id"] == "u42") == 4
-    with MemoryStore.open(db, embedder=HashEmbedder(64)) as store:    # snapshot writes the same layout
         assert store.scope(user_id="u42").snapshot(tmp_path / "u42.parquet") == 21
-    assert pq.read_table(tmp_path / "u42.parquet").num_rows == 21
+    out = tmp_path / "scored.jsonl"
+    assert main(["score", str(tmp_path / "u42.parquet"), "-o", str(out), "--capacity", "4",
+                 "--model", str(model), "--encoder", "hash", "--quiet", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["valid"] == 21 and report["quarantined"] == 0
+    assert sum(json.loads(x)["keep"] for x in out.read_text().splitlines()) == 4
+
+    (tmp_path / "bad.parquet").write_bytes(b"PAR1 this is not parquet")
+    _fails(["score", str(tmp_path / "bad.parquet"), "-o", str(tmp_path / "o.jsonl")], "invalid",
+           "not a readable Parquet file", capsys, tmp_path)
+    pq.write_table(pa.table({"record": pa.array([], pa.string())}), tmp_path / "empty.parquet")
+    _fails(["score", str(tmp_path / "empty.parquet"), "-o", str(tmp_path / "o.jsonl"), "--model", str(model),
+            "--encoder", "hash", "--quiet"], "invalid", "no valid record", capsys, tmp_path)

@@ -38,10 +38,10 @@ def _import_cvxpy() -> Any:
         import cvxpy as cp
     except ImportError as e:
         raise MissingDependencyError(
-            "method='cvxpy' needs cvxpy and HiGHS; run: pip install 'memir[solver]' "
+            "method='cvxpy' needs cvxpy and HiGHS; run: pip install 'memir-runtime[solver]' "
             "(or use method='exact', which needs neither for most problems)") from e
     if "HIGHS" not in cp.installed_solvers():
-        raise MissingDependencyError("cvxpy is installed but HiGHS is not; run: pip install 'memir[solver]'")
+        raise MissingDependencyError("cvxpy is installed but HiGHS is not; run: pip install 'memir-runtime[solver]'")
     return cp
 
 

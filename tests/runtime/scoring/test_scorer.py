@@ -91,7 +91,7 @@ def test_schema_version_mismatch_is_refused_with_remedy(
     model: tuple[UtilityNet, Path], tmp_path: Path
 ) -> None:
     bad = doctor(model[1], tmp_path / "old.onnx", feature_schema_version="0")
-    with pytest.raises(SchemaMismatchError, match="make train") as e:
+    with pytest.raises(SchemaMismatchError, match="MEMIR_MODEL") as e:
         UtilityScorer(bad)
     assert "v0" in str(e.value)
 
@@ -100,7 +100,7 @@ def test_feature_names_mismatch_is_refused(model: tuple[UtilityNet, Path], tmp_p
     names = list(SPEC.names)
     names[0], names[1] = names[1], names[0]
     bad = doctor(model[1], tmp_path / "reordered.onnx", feature_names=json.dumps(names))
-    with pytest.raises(SchemaMismatchError, match="make train"):
+    with pytest.raises(SchemaMismatchError, match="MEMIR_MODEL"):
         UtilityScorer(bad)
 
 
@@ -116,7 +116,7 @@ def test_foreign_or_corrupt_model_is_refused(model: tuple[UtilityNet, Path], tmp
 
 
 def test_missing_model_file_says_what_to_do(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    with pytest.raises(ModelNotFoundError, match="make train") as e:
+    with pytest.raises(ModelNotFoundError, match="MEMIR_MODEL") as e:
         UtilityScorer(tmp_path / "nope.onnx")
     assert isinstance(e.value, FileNotFoundError) and "nope.onnx" in str(e.value)
     monkeypatch.setenv(MODEL_ENV, str(tmp_path / "env.onnx"))

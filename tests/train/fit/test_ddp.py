@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+REPO = Path(__file__).resolve().parents[3]
+# `train` is a repository package (not in the wheel): subprocesses find it through the checkout.
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH", "")]))}
 
 
 @pytest.mark.slow
@@ -15,7 +20,8 @@ def test_ddp_on_two_cpu_processes_matches_the_single_process_fit(tmp_path: Path)
     def fit(devices: int, strategy: str) -> dict[str, float]:
         out = tmp_path / f"{devices}.json"
         subprocess.run([sys.executable, "-m", "train.fit.ddp_check", "--devices", str(devices), "--strategy", strategy,
-                        "--out", str(out)], check=True, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+                        "--out", str(out)], check=True, capture_output=True, text=True, timeout=600, cwd=tmp_path,
+                       env=ENV)
         return json.loads(out.read_text())
 
     ddp = fit(2, "ddp")
@@ -44,7 +50,8 @@ def test_the_standalone_fit_runs_on_collected_rounds_across_processes(tmp_path: 
     rd = write_round(rows, tmp_path / "round_000", manifest={})
     out = tmp_path / "fit"
     r = subprocess.run([sys.executable, "-m", "train.fit", "--preset", "tiny", "--rounds", str(rd), "--no-real-rows",
-                        "--devices", "2", "--epochs", "20", "--out", str(out)], capture_output=True, text=True, timeout=600, cwd=tmp_path)
+                        "--devices", "2", "--epochs", "20", "--out", str(out)], capture_output=True, text=True, timeout=600,
+                       cwd=tmp_path, env=ENV)
     assert r.returncode == 0, r.stderr[-2000:]
     info = json.loads((out / "fit.json").read_text())
     assert info["devices"] == 2 and info["strategy"] == "ddp" and info["rows"] == 3000

@@ -290,12 +290,18 @@ def cmd_encoder(a: argparse.Namespace) -> int:
         path = install_encoder(a.out, weights=a.weights)
         _emit(a, {"encoder_dir": str(path)}, [f"encoder ready at {path}"])
         return 0
-    try:
-        from utilitynet.encoder_export import main as export_main
-    except ImportError as e:
-        raise MissingDependencyError("`memir encoder export` traces the encoder with torch; without torch use "
-                                     "`memir encoder install`") from e
-    return export_main(["--out", a.out] if a.out else [])
+    from importlib.util import find_spec
+
+    if find_spec("torch") is None or find_spec("sentence_transformers") is None:
+        raise MissingDependencyError("`memir encoder export` traces the encoder with torch, which is not installed "
+                                     "— use `memir encoder install` (no torch)")
+    from utilitynet.encoder_export import export_encoder
+
+    from .encoders.onnx import default_encoder_dir
+
+    path = export_encoder(a.out or default_encoder_dir())
+    _emit(a, {"encoder_dir": str(path)}, [f"encoder exported to {path}"])
+    return 0
 
 
 # ---------------------------------------------------------------------------------------------- parser

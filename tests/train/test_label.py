@@ -156,3 +156,23 @@ def test_superseded_values_in_knowledge_updates_are_half_useful_once_the_update_
     assert sup and all(r.item_ids[i] == "D1:1" and r.y[i] == 0.5 for i in sup)
     assert any(r.item_ids[i] == "D1:1" and r.y[i] == 1.0 for i in range(len(r.y)))  # before the update: evidence
     assert all(r.y[i] == 1.0 for i in range(len(r.y)) if r.item_ids[i] == "D3:1")
+
+
+def test_copies_of_other_questions_evidence_are_never_negatives() -> None:
+    from runtime.encoders import HashEmbedder
+    from tests.train.lme.test_lme import item
+    from train.conversation_rows import RowConfig
+    from train.lme.reader import parse_question
+    from train.lme.rows import question_rows, unlabeled_turns
+
+    sessions = [
+        [{"role": "user", "content": f"write code {i}"} for i in range(10)],                       # ShareGPT filler
+        [{"role": "user", "content": f"By the way, I adopted cat {i}."} for i in range(10)],       # another's evidence
+        [{"role": "user", "content": "By the way, I moved to Lyon.", "has_answer": True}]
+        + [{"role": "user", "content": f"chat {i}"} for i in range(9)],
+    ]
+    q = parse_question(item("u1", sessions=sessions, ids=["sharegpt_x", "abc123_1", "answer_1"]))
+    assert unlabeled_turns(q) == {f"D2:{i}" for i in range(1, 11)}
+    r = question_rows(q, HashEmbedder(32), RowConfig(capacities=(0.2,), policies=("oracle", "longest_user"), negatives=30))
+    assert not any(i.startswith("D2:") for i in r.item_ids)
+    assert any(i.startswith("D1:") for i in r.item_ids) and r.y[[i == "D3:1" for i in r.item_ids]].min() == 1.0

@@ -158,7 +158,7 @@ def run_cv(file: str | Path, *, folds: int = 5, validation_fold: int = 0,
     rows_dir = Path(rows_dir)
     ensure_rows(file, emb, rows_dir, progress=progress, total=len(ids), workers=workers)
     cfg = load_preset(preset)
-    sim = sim_rows(preset, emb, rows_dir)  # make train always learns from the simulator too
+    sim = sim_rows(preset, emb, rows_dir.with_name(rows_dir.name + "_sim"))  # make train learns from it too
     spec = spec_for(emb.dim, emb.encoder_id)
     summary = LmeSummary()
     runs: list[dict[str, Any]] = []

@@ -166,13 +166,13 @@ def test_copies_of_other_questions_evidence_are_never_negatives() -> None:
     from train.lme.rows import question_rows, unlabeled_turns
 
     sessions = [
-        [{"role": "user", "content": f"write code {i}"} for i in range(10)],                       # ShareGPT filler
-        [{"role": "user", "content": f"By the way, I adopted cat {i}."} for i in range(10)],       # another's evidence
         [{"role": "user", "content": "By the way, I moved to Lyon.", "has_answer": True}]
         + [{"role": "user", "content": f"chat {i}"} for i in range(9)],
+        [{"role": "user", "content": f"By the way, I adopted cat {i}."} for i in range(10)],       # another's evidence
+        [{"role": "user", "content": f"write code {i}"} for i in range(10)],                       # ShareGPT filler
     ]
-    q = parse_question(item("u1", sessions=sessions, ids=["sharegpt_x", "abc123_1", "answer_1"]))
+    q = parse_question(item("u1", sessions=sessions, ids=["answer_1", "abc123_1", "sharegpt_x"]))
     assert unlabeled_turns(q) == {f"D2:{i}" for i in range(1, 11)}
     r = question_rows(q, HashEmbedder(32), RowConfig(capacities=(0.2,), policies=("oracle", "longest_user"), negatives=30))
     assert not any(i.startswith("D2:") for i in r.item_ids)
-    assert any(i.startswith("D1:") for i in r.item_ids) and r.y[[i == "D3:1" for i in r.item_ids]].min() == 1.0
+    assert any(i.startswith("D3:") for i in r.item_ids) and r.y[[i == "D1:1" for i in r.item_ids]].min() == 1.0

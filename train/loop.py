@@ -215,6 +215,17 @@ def _selection(m: dict[str, Any]) -> float:
     return float(v["auc"]) if v and v.get("auc") is not None else _success(m)
 
 
+def _research_only(card: Path) -> bool:
+    """Whether a model card says its model was fit on LoCoMo (CC BY-NC): older cards only list the files."""
+    try:
+        c = json.loads(card.read_text())
+    except (OSError, ValueError):
+        return False
+    if any(s.get("name") == "locomo" and s.get("used") for s in c.get("sources") or []):
+        return True
+    return bool((c.get("config") or {}).get("locomo_files")) and not c.get("sources")
+
+
 def promote(cfg: TrainConfig, rounds: list[dict[str, Any]], emb: Embedder, leakage: dict[str, Any],
             sources: list[Source], real: RealRows | None, final: list[dict[str, Any]] | None = None
             ) -> tuple[int, Path, dict[str, Any]]:
@@ -226,8 +237,12 @@ def promote(cfg: TrainConfig, rounds: list[dict[str, Any]], emb: Embedder, leaka
     cand = rounds[best].get("validation")
     inc = validation_score(dst, real) if dst.is_file() else None
     c_auc, i_auc = (cand or {}).get("auc"), (inc or {}).get("auc")
+    inc_research = _research_only(Path(cfg.checkpoints_dir) / "model_card.json")
     if not dst.is_file():
         decision = {"promoted": True, "why": "no model was promoted before"}
+    elif inc_research and not research:
+        decision = {"promoted": True, "why": "the promoted model was fit on CC BY-NC data (LoCoMo) and may not stay "
+                                             "the shipped default"}
     elif cfg.promote == "always":
         decision = {"promoted": True, "why": "promote: always"}
     elif c_auc is None:

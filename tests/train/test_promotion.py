@@ -74,3 +74,21 @@ def test_a_worse_candidate_never_replaces_a_better_model(tmp_path: Path) -> None
     cfg_always = load_preset("tiny", checkpoints_dir=str(ck), promote="always")
     _, dst, decision = promote(cfg_always, [metrics(0, real, ck)], EMB, {}, sources, real)
     assert decision["promoted"] and dst.read_bytes() == (ck / "round_000" / "utilitynet.onnx").read_bytes()
+
+
+def test_a_model_fit_on_locomo_never_stays_the_shipped_default(tmp_path: Path) -> None:
+    ck = tmp_path / "ck"
+    good = round_dir(ck, 0, seed=1)
+    X = np.random.default_rng(0).standard_normal((400, SPEC.n_features)).astype(np.float32)
+    u = UtilityScorer(good / "utilitynet.onnx").score_features(X)
+    y = (u > np.median(u)).astype(np.float32)
+    real = RealRows(X[:0], y[:0], y[:0], y[:0], y[:0], X, y)
+    shutil.copy(good / "utilitynet.onnx", ck / "utilitynet.onnx")  # the incumbent ranks perfectly...
+    (ck / "model_card.json").write_text(json.dumps({"config": {"locomo_files": ["locomo-dev.json"]}}))  # ...but NC
+    shutil.rmtree(ck / "round_000")
+    round_dir(ck, 0, seed=2)
+    sources = [Source("simulator", True, "generated"), Source("longmemeval", True, "MIT")]
+    _, dst, decision = promote(load_preset("tiny", checkpoints_dir=str(ck)), [metrics(0, real, ck)], EMB, {}, sources,
+                               real)
+    assert decision["promoted"] and "CC BY-NC" in decision["why"]
+    assert dst.read_bytes() == (ck / "round_000" / "utilitynet.onnx").read_bytes()

@@ -240,7 +240,13 @@ def cmd_explain(a: argparse.Namespace) -> int:
 def cmd_snapshot(a: argparse.Namespace) -> int:
     out = _out_path(a.out)
     with _store(a) as store:
-        n = _scope(store, a).snapshot(out) if a.user else store.admin_export(out)
+        if a.user is not None:  # an empty or unknown --user is an error, never "everyone"
+            n = _scope(store, a).snapshot(out)
+        elif a.all_users:
+            n = store.admin_export(out)
+        else:
+            raise CliError("usage", "snapshot needs --user USER (one user's memories) or --all-users (admin export)",
+                           "e.g. memir snapshot agent.sqlite --user u42 -o u42.jsonl")
     _emit(a, {"records": n, "out": str(out)}, [f"wrote {n} records to {out}"])
     return 0
 
@@ -370,6 +376,8 @@ def build_parser() -> argparse.ArgumentParser:
              "memir snapshot agent.sqlite --user u42 -o u42.jsonl")
     db(sp)
     who(sp, required=False)
+    sp.add_argument("--all-users", action="store_true", help="admin export of every user's memories (instead of "
+                                                             "--user; never implied by a missing or empty --user)")
     sp.add_argument("-o", "--out", required=True, help="output file; .parquet writes Parquet (e.g. -o u42.jsonl)")
 
     sp = add("score", cmd_score, "batch-score a MemIR dump (JSONL, .gz/.zst, or Parquet): utility, keep, reason",

@@ -111,6 +111,13 @@ class ModelNotFoundError(MemirError, FileNotFoundError):
     """The utility model file does not exist (reinstall the package, or set ``MEMIR_MODEL``)."""
 
 
+class DeletionPendingError(MemirError):
+    """Deleted rows are gone from every read, but their old bytes are still in the WAL or the
+    main file because another connection held a read transaction past the wait; nothing reported
+    the deletion complete. Retry ``store.scrub()`` once that reader has finished (the store also
+    retries by itself after later writes and on close)."""
+
+
 class InfeasibleError(MemirError):
     """The hard retention rules cannot all hold at once.
 

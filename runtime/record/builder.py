@@ -231,6 +231,7 @@ class RecordBuilder:
             raise ValidationError(f"{where}content must not contain NUL characters", field="content")
         check_field_names(fields, where=where)
         f = dict(fields)
+        _check_shapes(f, where)
         text, findings = self._redact_all(content, f)
         text = self._fit_length(text, f, where)
         merged = _merge(findings)
@@ -398,6 +399,23 @@ def flatten(record: MemIR) -> tuple[str, dict[str, Any]]:
         "retention_reason": u.retention_reason,
     }
     return record.content, fields
+
+
+_LIST_FIELDS = ("tags", "flags", "related", "derived_from")
+
+
+def _check_shapes(f: dict[str, Any], where: str) -> None:
+    """Container fields must have their container type before anything iterates them (a bare string
+    would be split into characters, a list of pairs taken as a mapping)."""
+    for name in _LIST_FIELDS:
+        v = f.get(name)
+        if v is not None and (isinstance(v, (str, bytes, Mapping)) or not isinstance(v, (list, tuple, set, frozenset))):
+            raise ValidationError(f"{where}{name} must be a list of strings, got {type(v).__name__} "
+                                  f"(e.g. {name}=['x'])", field=name)
+    v = f.get("attributes")
+    if v is not None and not isinstance(v, Mapping):
+        raise ValidationError(f"{where}attributes must be a mapping of name to value, got {type(v).__name__} "
+                              "(e.g. attributes={'order_id': 'A17'})", field="attributes")
 
 
 def _merge(findings: list[Finding]) -> tuple[Finding, ...]:

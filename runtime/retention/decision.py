@@ -115,6 +115,8 @@ class RetentionDecision(_Model):
         budget_tokens: the token budget used, if any.
         kept, archived, deleted, redacted, written: ids by action (``kept`` includes written
             candidates; ``redacted`` = deleted but a placeholder remains).
+        expired: archived memories past their TTL, removed by this decision (also listed in
+            ``deleted`` or ``redacted``): the TTL holds in the archive too.
         dry_run: nothing was changed; the lists say what the real run would do.
         n_items: items considered (working memories + candidates).
         constraints, cut, overflow, upper_bound, gap: the solver's explanation.
@@ -140,6 +142,7 @@ class RetentionDecision(_Model):
     deleted: list[str] = Field(default_factory=list)
     redacted: list[str] = Field(default_factory=list)
     written: list[str] = Field(default_factory=list)
+    expired: list[str] = Field(default_factory=list)
     dry_run: bool = False
     n_items: int
     constraints: list[Constraint] = Field(default_factory=list)

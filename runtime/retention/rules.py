@@ -30,14 +30,13 @@ Example YAML::
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 from pydantic import ValidationError as PydanticValidationError
 
 from ..errors import ValidationError
@@ -47,6 +46,22 @@ from .solver import Quota
 __all__ = ["Match", "RuleSet", "CompiledRules", "DEFAULT_RULES", "ForgetAction", "load_rules"]
 
 ForgetAction = Literal["delete", "archive"]
+
+
+def compile_rule_regex(pattern: str) -> Any:
+    """Compile a rule's ``content_regex`` with RE2, whose matching time is linear in the text, so a
+    pattern like ``(a+)+$`` cannot make retention exponential. RE2 has no backreferences or
+    lookaround; a pattern that needs them is refused here, at the boundary, with that reason."""
+    import re2
+
+    opts = re2.Options()
+    opts.log_errors = False
+    try:
+        return re2.compile(pattern, opts)
+    except re2.error as e:
+        msg = e.args[0].decode() if e.args and isinstance(e.args[0], bytes) else str(e)
+        raise ValueError(f"content_regex {pattern!r} is not accepted by the linear-time engine (RE2): {msg}; "
+                         "rules cannot use backreferences or lookaround") from None
 
 
 class _Strict(BaseModel):
@@ -71,13 +86,12 @@ class Match(_Strict):
     attributes: dict[str, Any] | None = None
     content_regex: str | None = None
 
+    _regex: Any = PrivateAttr(default=None)
+
     @model_validator(mode="after")
     def _regex_compiles(self) -> "Match":
         if self.content_regex is not None:
-            try:
-                re.compile(self.content_regex)
-            except re.error as e:
-                raise ValueError(f"content_regex does not compile: {e}") from e
+            self._regex = compile_rule_regex(self.content_regex)
         return self
 
     def __call__(self, r: MemIR, now: datetime) -> bool:
@@ -106,7 +120,7 @@ class Match(_Strict):
             return False
         if self.attributes is not None and any(m.attributes.get(k) != v for k, v in self.attributes.items()):
             return False
-        if self.content_regex is not None and not re.search(self.content_regex, r.content):
+        if self._regex is not None and not self._regex.search(r.content):
             return False
         return True
 

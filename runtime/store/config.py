@@ -23,6 +23,9 @@ class StoreConfig:
             limit (``annotate.record``), role classification and session detection.
         policy: the retention policy every scope starts with (``store.scope(..., policy=...)``
             overrides it per scope). Its triggers are off by default.
+        scrub_wait_s: how long ``forget`` (and ``forget_user``, ``scrub``) waits for another
+            connection's read transaction to leave the WAL before it raises
+            ``DeletionPendingError`` instead of reporting a deletion whose bytes remain.
     """
 
     busy_timeout_ms: int = 5_000
@@ -30,11 +33,14 @@ class StoreConfig:
     candidate_pool: int = 50
     annotate: AssemblerConfig = field(default_factory=AssemblerConfig)
     policy: RetentionPolicy = field(default_factory=RetentionPolicy)
+    scrub_wait_s: float = 30.0
 
     def __post_init__(self) -> None:
         problems = []
         if self.busy_timeout_ms < 0:
             problems.append(("busy_timeout_ms", "must be >= 0"))
+        if not isinstance(self.scrub_wait_s, (int, float)) or not 0 <= self.scrub_wait_s < 86_400:
+            problems.append(("scrub_wait_s", "must be seconds in [0, 86400)"))
         if self.candidate_pool < 1:
             problems.append(("candidate_pool", "must be >= 1"))
         if not isinstance(self.annotate, AssemblerConfig):

@@ -174,8 +174,8 @@ def _iter_parquet(p: Path, batch_size: int) -> Iterator[DumpRow]:
                 yield line, row, e
 
 
-def _jsonl_lines(fh: IO[str], rows: Sequence[tuple[MemIR, np.ndarray | None]], encoder_id: str) -> int:
-    for r, v in rows:
+def _jsonl_lines(fh: IO[str], rows: Sequence[tuple[MemIR, np.ndarray | None, str | None]]) -> int:
+    for r, v, encoder_id in rows:
         line = r.model_dump(mode="json")
         if v is not None:
             line["embedding"] = [float(x) for x in v]
@@ -184,8 +184,9 @@ def _jsonl_lines(fh: IO[str], rows: Sequence[tuple[MemIR, np.ndarray | None]], e
     return len(rows)
 
 
-def write_dump(rows: Sequence[tuple[MemIR, np.ndarray | None]], encoder_id: str, path: str | Path) -> int:
-    """Write records (+ vectors) as Parquet (``.parquet``/``.pq``) or JSONL (anything else), atomically.
+def write_dump(rows: Sequence[tuple[MemIR, np.ndarray | None, str | None]], path: str | Path) -> int:
+    """Write ``(record, vector or None, encoder id of the vector)`` rows as Parquet
+    (``.parquet``/``.pq``) or JSONL (anything else), atomically.
 
     Raises:
         ValidationError: the target directory does not exist or is not writable.
@@ -199,15 +200,15 @@ def write_dump(rows: Sequence[tuple[MemIR, np.ndarray | None]], encoder_id: str,
         if target.suffix in _PARQUET:
             pa, pq = _pyarrow()
             table = pa.table({
-                "record": pa.array([r.model_dump_json() for r, _ in rows], type=pa.string()),
-                "embedding": pa.array([None if v is None else np.asarray(v, np.float32) for _, v in rows],
+                "record": pa.array([r.model_dump_json() for r, _, _ in rows], type=pa.string()),
+                "embedding": pa.array([None if v is None else np.asarray(v, np.float32) for _, v, _ in rows],
                                       type=pa.list_(pa.float32())),
-                "encoder_id": pa.array([encoder_id] * len(rows), type=pa.string()),
+                "encoder_id": pa.array([e if v is not None else None for _, v, e in rows], type=pa.string()),
             })
             pq.write_table(table, tmp)
         else:
             with open(tmp, "w", encoding="utf-8") as fh:
-                _jsonl_lines(fh, rows, encoder_id)
+                _jsonl_lines(fh, rows)
         tmp.replace(target)
     except OSError as e:
         raise ValidationError(f"cannot write {target}: {e.strerror or e}", field="out") from e

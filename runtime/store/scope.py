@@ -526,11 +526,15 @@ class Scope:
         (content, tags, attributes and vector gone; provenance kept) so their chain still explains
         itself (seed 001 pitfall 4); otherwise it is deleted. ``cascade="delete"``: it and
         everything derived from it (transitively) are deleted. With ``scrub`` the WAL is
-        checkpointed so the old content leaves it too.
+        checkpointed and truncated so the old content leaves it too; if another connection holds a
+        read transaction, forget waits for it (``StoreConfig.scrub_wait_s``) and otherwise raises —
+        it never reports success while the bytes remain.
 
         Raises:
             NotFoundError: no memory ``memory_id`` in this scope.
             ValidationError: an unknown cascade, or a reason that is blank or over 100 characters.
+            DeletionPendingError: the rows are deleted, but a reader kept their old bytes in the WAL
+                past ``StoreConfig.scrub_wait_s``; call ``store.scrub()`` once it ends.
         """
         if cascade not in ("redact", "delete"):
             raise ValidationError(f"cascade must be 'redact' or 'delete', got {cascade!r}", field="cascade")
@@ -541,7 +545,7 @@ class Scope:
         ids = self._tenant.versions(memory_id) if include_versions else [memory_id]
         plan = _forget.plan(self._tenant, ids, cascade)
         reason = self._store.builder.draft(reason.strip(), {}).text  # a reason is stored: redact it too
-        _forget.run(self._tenant, plan, reason=reason, checkpoint=scrub)
+        _forget.run(self._tenant, plan, reason=reason, checkpoint=scrub, wait_s=self._store.config.scrub_wait_s)
         self._live().working = None
         return ForgetReport(deleted=plan.deleted, redacted=plan.redacted)
 
@@ -612,6 +616,8 @@ class Scope:
         plan = RetentionPlan(policy, scorer_)
         decision = plan.decide(all_recs, all_vecs, context, user_id=self.user_id, agent_id=self.agent_id,
                                trigger=trigger, candidate=cand)
+        # the TTL holds in the archive too: archived memories past it leave with this decision
+        decision = decision.model_copy(update={"expired": self._tenant.expired_ids(now, "archive")})
         applied = _decisions.apply(self._tenant, decision, candidates=[(p.record, p.vector) for p in prepared],
                                    dry_run=dry_run)
         if not dry_run:
@@ -635,16 +641,16 @@ class Scope:
         return self.decision(decision_id)
 
     # ------------------------------------------------------------------ export
-    def export_rows(self) -> builtins.list[tuple[MemIR, np.ndarray | None]]:
-        """Every record of the scope (all tiers, expired included) with its vector."""
-        recs, vecs, _ = self.list_with_vectors(tier="any", include_expired=True)
-        return [(r, v) for r, v in zip(recs, vecs)]
+    def export_rows(self) -> builtins.list[tuple[MemIR, np.ndarray | None, str | None]]:
+        """Every record of the scope (all tiers, expired included) with its stored vector and the id
+        of the encoder that made it. Needs no encoder: nothing is re-embedded."""
+        return self._tenant.export()
 
     def snapshot(self, path: str | Path) -> int:
         """Write the scope's whole state as JSONL (one MemIR per line, plus ``embedding`` and
         ``encoder_id`` keys), or as Parquet when ``path`` ends in ``.parquet`` — the dump formats
         ``memir score`` reads. Written to a temporary file and renamed. Returns the record count."""
-        return dumps.write_dump(self.export_rows(), self._store.embedder.encoder_id, path)
+        return dumps.write_dump(self.export_rows(), path)
 
     def _not_found(self, memory_id: str) -> NotFoundError:
         return NotFoundError(f"no memory {memory_id!r} in scope user={self.user_id!r} agent={self.agent_id!r}")

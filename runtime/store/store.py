@@ -145,13 +145,13 @@ class MemoryStore:
         in-memory session and task context — then scrub: ``secure_delete`` zeroes the freed cells, the
         WAL is checkpointed and truncated, and the file is vacuumed. Returns the number of memories
         deleted."""
-        n = self._db.forget_user(user_id)
+        n = self._db.forget_user(user_id, self.config.scrub_wait_s)
         self._services.forget_user(user_id)
         return n
 
     def scrub(self) -> None:
         """Push deleted content out of the WAL and the free pages (checkpoint, vacuum, truncate)."""
-        self._db.scrub()
+        self._db.scrub(self.config.scrub_wait_s)
 
     def checkpoint(self) -> None:
         """Copy committed pages from the WAL into the main file and truncate the WAL."""
@@ -167,10 +167,10 @@ class MemoryStore:
 
     def admin_export(self, path: str | Path) -> int:
         """Admin path: every scope's records (+ vectors) into one dump (JSONL, or Parquet by suffix)."""
-        rows: list[tuple[Any, np.ndarray | None]] = []
+        rows: list[tuple[Any, np.ndarray | None, str | None]] = []
         for user_id, agent_id, _ in self.admin_users():
             rows += self.scope(user_id=user_id, agent_id=agent_id).export_rows()
-        return dumps.write_dump(rows, self.embedder.encoder_id, path)
+        return dumps.write_dump(rows, path)
 
     def reembed(self, embedder: Embedder | None = None, *, batch_size: int = 256, progress: bool = False) -> int:
         """Re-encode every memory whose vector was made by another encoder (seed 001 pitfall 3).

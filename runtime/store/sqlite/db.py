@@ -11,13 +11,14 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from ...encoders.base import Embedder
-from ...errors import NotFoundError, ValidationError
+from ...errors import DeletionPendingError, NotFoundError, ValidationError
 from .schema import apply_pragmas, check_not_foreign, migrate
 from .vector_cache import VectorCache
 
@@ -44,6 +45,8 @@ class SqliteDB:
         self._caches: dict[tuple[str, str, str], VectorCache] = {}
         self._write_gen = 0  # bumped at every COMMIT of this connection (data_version misses those)
         self._closed = False
+        self._busy_ms = 5_000
+        self.scrub_pending = False  # a deletion's bytes could not leave the WAL yet (a reader held it)
 
     # ------------------------------------------------------------------ lifecycle
     @classmethod
@@ -84,7 +87,9 @@ class SqliteDB:
             migrate(conn, path)
         except sqlite3.DatabaseError as e:
             raise ValidationError(f"{path} cannot be opened as a memir store: {e}", field="path") from e
-        return cls(conn, path, embedder)
+        db = cls(conn, path, embedder)
+        db._busy_ms = int(busy_timeout_ms)
+        return db
 
     @property
     def closed(self) -> bool:
@@ -102,7 +107,7 @@ class SqliteDB:
                 return
             try:
                 if not self.in_memory:
-                    self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                    self._try_truncate(0.0)
             finally:
                 self._conn.close()
                 self._closed = True
@@ -135,22 +140,63 @@ class SqliteDB:
                 raise
             conn.execute("COMMIT")
             self._write_gen += 1
+            if self.scrub_pending:  # an earlier deletion is still in the WAL: try again, without waiting
+                self._try_truncate(0.0)
 
-    def checkpoint(self) -> None:
-        """Move committed pages out of the WAL and truncate it (old page images leave the WAL)."""
+    def _try_truncate(self, wait_s: float) -> bool:
+        """``wal_checkpoint(TRUNCATE)`` until it completes or ``wait_s`` passes (call under the lock).
+
+        TRUNCATE must wait for every reader to leave the WAL; SQLite reports ``busy`` instead of
+        failing when one does not, so the result is checked, never assumed."""
+        deadline = time.monotonic() + wait_s
+        conn = self._conn
+        conn.execute("PRAGMA busy_timeout = 0")  # the loop below is the wait, with a deadline
+        try:
+            while True:
+                busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+                if not busy:
+                    self.scrub_pending = False
+                    return True
+                if time.monotonic() >= deadline:
+                    self.scrub_pending = True
+                    return False
+                time.sleep(0.02)
+        finally:
+            conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
+
+    def checkpoint(self, wait_s: float = 0.0, *, required: bool = False) -> bool:
+        """Move committed pages out of the WAL and truncate it, so old page images leave it.
+
+        Waits up to ``wait_s`` seconds for readers still using the WAL. Returns whether it
+        completed; with ``required`` an incomplete checkpoint raises instead.
+
+        Raises:
+            DeletionPendingError: ``required`` and a reader kept the WAL busy past ``wait_s``.
+        """
         with self.lock:
-            if not self.in_memory:
-                self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            self.check_open()
+            if self.in_memory or self._try_truncate(wait_s):
+                return True
+        if required:
+            raise DeletionPendingError(
+                f"deleted, but the old bytes are still in {self.path}-wal: another connection held a read "
+                f"transaction for more than {wait_s:g} s; end long-lived reads, then call store.scrub() "
+                "(memir retries after later writes and on close)")
+        return False
 
-    def scrub(self) -> None:
-        """Push deleted content out of the WAL and the free pages (checkpoint, vacuum, truncate)."""
+    def scrub(self, wait_s: float = 30.0) -> None:
+        """Push deleted content out of the WAL and the free pages (checkpoint, vacuum, truncate).
+
+        Raises:
+            DeletionPendingError: a reader kept the WAL busy for more than ``wait_s`` seconds.
+        """
         with self.read() as conn:
             if self.in_memory:
                 conn.execute("VACUUM")
                 return
-            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            self.checkpoint(wait_s, required=True)
             conn.execute("VACUUM")
-            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            self.checkpoint(wait_s, required=True)
 
     # ------------------------------------------------------------------ vector caches
     @property
@@ -207,9 +253,14 @@ class SqliteDB:
                 "SELECT payload FROM decisions ORDER BY id DESC LIMIT 5").fetchall()]
         return out
 
-    def forget_user(self, user_id: str) -> int:
+    def forget_user(self, user_id: str, wait_s: float = 30.0) -> int:
         """Delete everything of ``user_id`` (rows, vectors, tags, links, logs, decisions, scope
-        state), then scrub the file. Returns the number of memories deleted."""
+        state), then scrub the file (waiting up to ``wait_s`` for readers). Returns the number of
+        memories deleted.
+
+        Raises:
+            DeletionPendingError: a reader kept the old bytes in the WAL past ``wait_s``.
+        """
         with self.transaction() as conn:
             n = conn.execute("SELECT count(*) FROM memories WHERE user_id=?", (user_id,)).fetchone()[0]
             conn.execute("DELETE FROM memories WHERE user_id=?", (user_id,))
@@ -217,7 +268,7 @@ class SqliteDB:
             conn.execute("DELETE FROM decisions WHERE user_id=?", (user_id,))
             conn.execute("DELETE FROM scopes WHERE user_id=?", (user_id,))
             self.bump_vector_epoch(conn)
-        self.scrub()
+        self.scrub(wait_s)
         return int(n)
 
     def stale_vectors(self, encoder_id: str) -> list[tuple[int, str]]:

@@ -40,16 +40,21 @@ def apply(tenant: SqliteTenant, decision: RetentionDecision, *, candidates: Sequ
     present = tenant.existing_ids([m for m, it in items.items() if not it.candidate])
     gone = {m for m, it in items.items() if not it.candidate and m not in present}
     delete_ids = [m for m, it in items.items() if it.action == "delete" and m not in gone]
-    fp = _forget.plan(tenant, delete_ids, "redact") if delete_ids else _forget.ForgetPlan()
+    expired = [m for m in decision.expired if m not in items]  # archived past their TTL (not planned items)
+    fp = _forget.plan(tenant, delete_ids + expired, "redact") if delete_ids or expired else _forget.ForgetPlan()
     redacted = set(fp.redacted)
     final: dict[str, ItemDecision] = {}
     for m, it in items.items():
         action = "gone" if m in gone else ("redact" if m in redacted else it.action)
         final[m] = it if action == it.action else it.model_copy(update={"action": action})
     by = _by_action(final)
+    gone_expired = {m for m in expired if m not in fp.deleted and m not in redacted}
+    by["delete"] += [m for m in expired if m in fp.deleted]
+    by["redact"] += [m for m in expired if m in redacted]
     out = decision.model_copy(update={
         "items": final, "kept": by["keep"] + by["write"], "written": by["write"], "archived": by["archive"],
-        "deleted": by["delete"], "redacted": by["redact"], "dry_run": dry_run})
+        "deleted": by["delete"], "redacted": by["redact"], "dry_run": dry_run,
+        "expired": [m for m in expired if m not in gone_expired]})
     if dry_run:
         return out
     new = [(r, v) for r, v in candidates if final[r.id].action == "write"]
@@ -68,7 +73,7 @@ def apply(tenant: SqliteTenant, decision: RetentionDecision, *, candidates: Sequ
                             reason=reason, placeholder_vector=placeholder_vector)
         _record(tenant, conn, out)
     if by["delete"] or by["redact"]:
-        tenant.db.checkpoint()  # old page images leave the WAL too
+        tenant.db.checkpoint(1.0)  # old page images leave the WAL too (if a reader holds it, after it ends)
     return out
 
 

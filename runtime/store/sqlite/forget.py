@@ -98,10 +98,10 @@ def execute(tenant: SqliteTenant, conn: sqlite3.Connection, p: ForgetPlan, *, re
             ph = rec.model_copy(update={
                 "content": text,
                 "metadata": rec.metadata.model_copy(update={"flags": flags, "sensitivity": Sensitivity.none,
-                                                            "tags": [], "attributes": {}})})
+                                                            "tags": [], "attributes": {}, "expires_at": None})})
             body = body_json(ph)
             row = conn.execute(f"SELECT rowid FROM memories WHERE {t} AND id = ?", tp + [memory_id]).fetchone()
-            conn.execute(f"UPDATE memories SET record = ?, sensitivity = 'none', retention_reason = ? "
+            conn.execute(f"UPDATE memories SET record = ?, sensitivity = 'none', expires_at = NULL, retention_reason = ? "
                          f"WHERE {t} AND id = ?", [body, reason, *tp, memory_id])
             conn.execute("DELETE FROM vectors WHERE mem_rowid = ?", (row[0],))
             conn.execute("DELETE FROM memory_tags WHERE mem_rowid = ?", (row[0],))
@@ -112,10 +112,16 @@ def execute(tenant: SqliteTenant, conn: sqlite3.Connection, p: ForgetPlan, *, re
         tenant.db.bump_vector_epoch(conn)
 
 
-def run(tenant: SqliteTenant, p: ForgetPlan, *, reason: str, checkpoint: bool = True) -> None:
+def run(tenant: SqliteTenant, p: ForgetPlan, *, reason: str, checkpoint: bool = True,
+        wait_s: float = 30.0) -> None:
     """Apply ``p`` in its own transaction; with ``checkpoint`` the WAL is truncated afterwards so
-    the old page images leave it too."""
+    the old page images leave it too, waiting up to ``wait_s`` for readers still using it.
+
+    Raises:
+        DeletionPendingError: ``checkpoint`` and a reader kept the WAL busy past ``wait_s`` (the rows
+            are deleted; their bytes leave once that reader ends and the store checkpoints again).
+    """
     with tenant.db.transaction() as conn:
         execute(tenant, conn, p, reason=reason, placeholder_vector=None)
     if checkpoint:
-        tenant.db.checkpoint()
+        tenant.db.checkpoint(wait_s, required=True)

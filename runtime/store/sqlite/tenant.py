@@ -225,6 +225,26 @@ class SqliteTenant:
                                tp + [memory_id]).fetchone()
         return None if row is None else row_to_record(*row)
 
+    def export(self) -> list[tuple[MemIR, np.ndarray | None, str | None]]:
+        """Every record of the scope (all tiers, expired included), oldest first, with its stored
+        vector and the id of the encoder that made it (an export needs no encoder; it never re-embeds)."""
+        t, tp = self.clause()
+        with self.db.read() as conn:
+            rows = conn.execute(
+                f"SELECT {READ_COLS}, v.vec, v.encoder_id, v.dim FROM memories m "
+                f"LEFT JOIN vectors v ON v.mem_rowid = m.rowid WHERE {t} ORDER BY m.seq", tp).fetchall()
+        return [(row_to_record(*r[:5]),
+                 None if r[5] is None else np.frombuffer(r[5], dtype=np.float32).reshape(int(r[7])).copy(), r[6])
+                for r in rows]
+
+    def expired_ids(self, now: datetime, tier: str = "archive") -> list[str]:
+        """Ids of the scope's memories in ``tier`` whose TTL (``expires_at``) has passed at ``now``."""
+        t, tp = self.clause()
+        with self.db.read() as conn:
+            return [r[0] for r in conn.execute(
+                f"SELECT m.id FROM memories m INDEXED BY ix_mem_scope_expiry WHERE {t} AND m.expires_at IS NOT NULL "
+                f"AND m.expires_at <= ? AND m.tier = ?", tp + [now.timestamp(), tier])]
+
     def tier_of(self, memory_id: str) -> str | None:
         """``working`` / ``archive``, or ``None`` if the id is not in this scope."""
         t, tp = self.clause()

@@ -29,14 +29,16 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from types import MappingProxyType
 from typing import Any, Literal
 
+from pydantic import TypeAdapter
 from pydantic import ValidationError as PydanticValidationError
 
 from ..errors import ContentTooLargeError, ValidationError
 from .fields import FIELD_GROUPS, check_field_names
-from .memir import DialogRole, Flag, MemIR, Sensitivity, SourceType, new_id, utcnow
+from .memir import DialogRole, Flag, MemIR, Sensitivity, SourceType, UTCDateTime, new_id, utcnow
 from .redaction import Finding, RedactionKind, Redactor
 
 __all__ = ["DEFAULT_CONFIDENCE", "DEFAULT_URGENCY_PATTERNS", "Draft", "RecordBuilder", "RecordConfig",
@@ -72,6 +74,11 @@ LongContent = Literal["reject", "excerpt"]
 # Joins the texts of one record for a single redaction pass: the spaces end a detector's \S+ run
 # and U+2063 (invisible separator) is neither a word character nor whitespace.
 _SEP = " \u2063\u2063 "
+# An attribute value is redacted with its key in front as the label ({"password": "hunter2"} reads as
+# "password: hunter2"), when the key is a plain name; a key that is not is redacted on its own.
+_LABEL_KEY = re.compile(r"[A-Za-z][A-Za-z _\-]{0,40}")
+# Integer attribute values this long are redacted too (a card or phone number stored as a number).
+_MIN_REDACTED_INT = 100_000
 
 
 _META = set(".^$*+?{}[]\\|()")
@@ -326,16 +333,21 @@ class RecordBuilder:
         tags = list(f.get("tags") or [])
         slots += [("tags", i) for i, t in enumerate(tags) if isinstance(t, str)]
         attrs = list(dict(f.get("attributes") or {}).items())
+        labels: dict[int, str] = {}
         for i, (k, v) in enumerate(attrs):
             if isinstance(k, str):
                 slots.append(("attr_key", i))
-            if isinstance(v, str):
+            if isinstance(v, str) or (isinstance(v, int) and not isinstance(v, bool) and abs(v) >= _MIN_REDACTED_INT):
                 slots.append(("attr_value", i))
+                labels[i] = f"{k}: " if isinstance(k, str) and _LABEL_KEY.fullmatch(k) else ""
 
         def get(slot: tuple[str, Any]) -> str:
             kind, i = slot
             return (tags[i] if kind == "tags" else attrs[i][0] if kind == "attr_key"
-                    else attrs[i][1] if kind == "attr_value" else f[kind])
+                    else labels[i] + str(attrs[i][1]) if kind == "attr_value" else f[kind])
+
+        def label_kept(slot: tuple[str, Any], text: str) -> bool:
+            return slot[0] != "attr_value" or text.startswith(labels[slot[1]])
 
         texts = [content] + [get(sl) for sl in slots]
         out: list[str] | None = None
@@ -343,12 +355,15 @@ class RecordBuilder:
         if len(texts) > 1 and not any(_SEP.strip() in t for t in texts):
             r = self._redactor.redact(_SEP.join(texts))
             parts = r.text.split(_SEP)
-            if len(parts) == len(texts):
+            if len(parts) == len(texts) and all(label_kept(sl, p) for sl, p in zip(slots, parts[1:])):
                 out, findings = parts, list(r.findings)
         if out is None:
             out = []
-            for t in texts:
+            for slot, t in zip([("content", None), *slots], texts):
                 r = self._redactor.redact(t)
+                if not label_kept(slot, r.text):  # a detector took the label along: the value on its own
+                    labels[slot[1]] = ""
+                    r = self._redactor.redact(str(attrs[slot[1]][1]))
                 out.append(r.text)
                 findings += r.findings
         for (kind, i), new in zip(slots, out[1:]):
@@ -357,7 +372,9 @@ class RecordBuilder:
             elif kind == "attr_key":
                 attrs[i] = (new, attrs[i][1])
             elif kind == "attr_value":
-                attrs[i] = (attrs[i][0], new)
+                value = new[len(labels[i]):]
+                old = attrs[i][1]
+                attrs[i] = (attrs[i][0], old if not isinstance(old, str) and value == str(old) else value)
             else:
                 f[kind] = new
         if "tags" in f and f["tags"] is not None:
@@ -402,6 +419,10 @@ def flatten(record: MemIR) -> tuple[str, dict[str, Any]]:
 
 
 _LIST_FIELDS = ("tags", "flags", "related", "derived_from")
+_TIME_FIELDS = ("created_at", "timestamp", "expires_at")
+_STR_FIELDS = ("id", "session_id", "task_id", "source_entity", "source_uri", "trigger", "active_role", "sub_role",
+               "tone", "supersedes")
+_TIME: TypeAdapter[datetime] = TypeAdapter(UTCDateTime)
 
 
 def _check_shapes(f: dict[str, Any], where: str) -> None:
@@ -409,9 +430,29 @@ def _check_shapes(f: dict[str, Any], where: str) -> None:
     would be split into characters, a list of pairs taken as a mapping)."""
     for name in _LIST_FIELDS:
         v = f.get(name)
-        if v is not None and (isinstance(v, (str, bytes, Mapping)) or not isinstance(v, (list, tuple, set, frozenset))):
-            raise ValidationError(f"{where}{name} must be a list of strings, got {type(v).__name__} "
+        if v is None:
+            continue
+        if (isinstance(v, (str, bytes, Mapping)) or not isinstance(v, (list, tuple, set, frozenset))
+                or not all(isinstance(x, str) for x in v)):
+            raise ValidationError(f"{where}{name} must be a list of strings, got {str(v)[:60]!r} "
                                   f"(e.g. {name}=['x'])", field=name)
+    for name in _STR_FIELDS:
+        v = f.get(name)
+        if v is not None and not isinstance(v, str):
+            raise ValidationError(f"{where}{name} must be a string, got {type(v).__name__} ({str(v)[:40]!r})",
+                                  field=name)
+    for name in _TIME_FIELDS:
+        v = f.get(name)
+        if v is None or isinstance(v, datetime):
+            continue
+        if not isinstance(v, str):
+            raise ValidationError(f"{where}{name} must be a datetime or an ISO-8601 string, got {type(v).__name__}",
+                                  field=name)
+        try:
+            f[name] = _TIME.validate_python(v)
+        except PydanticValidationError:
+            raise ValidationError(f"{where}{name}={v[:40]!r} is not an ISO-8601 datetime (e.g. "
+                                  "'2025-06-01T12:00:00Z')", field=name) from None
     v = f.get("attributes")
     if v is not None and not isinstance(v, Mapping):
         raise ValidationError(f"{where}attributes must be a mapping of name to value, got {type(v).__name__} "

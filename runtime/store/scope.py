@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import builtins
 import math
+import re
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -246,6 +247,7 @@ class Scope:
         Raises:
             NotFoundError: no memory ``memory_id`` in this scope.
         """
+        memory_id = self._check_id(memory_id, "memory_id")
         if history not in ("archive", "keep", "delete"):
             raise ValidationError(f"history must be 'archive', 'keep' or 'delete', got {history!r}", field="history")
         old = self._tenant.get(memory_id)
@@ -264,6 +266,7 @@ class Scope:
         Raises:
             NotFoundError: no memory ``memory_id`` in this scope.
         """
+        memory_id = self._check_id(memory_id, "memory_id")
         if self._tenant.tier_of(memory_id) is None:
             raise self._not_found(memory_id)
         ids = self._tenant.versions(memory_id)
@@ -302,7 +305,6 @@ class Scope:
         tiers, write order) beside the records; returns how many were annotated. Called when a
         session closes; call it yourself after importing a session in bulk. The records themselves
         are not changed."""
-        import re
         if not isinstance(session_id, str) or not re.match(ID_PATTERN, session_id):
             raise ValidationError(f"session_id {session_id!r} is not a valid id (letters, digits, _ . : @ -)",
                                   field="session_id")
@@ -445,6 +447,7 @@ class Scope:
     # ------------------------------------------------------------------ read side
     def get(self, memory_id: str) -> MemIR:
         """The record with this id in this scope; ``NotFoundError`` otherwise (also for other users' ids)."""
+        memory_id = self._check_id(memory_id, "memory_id")
         rec = self._tenant.get(memory_id)
         if rec is None:
             raise self._not_found(memory_id)
@@ -453,9 +456,7 @@ class Scope:
     def list(self, *, limit: int | None = None, now: datetime | None = None,
              **filters: Unpack[FilterFields]) -> builtins.list[MemIR]:
         """Records passing the typed filters (see :class:`~runtime.store.filters.MemoryFilter`), oldest first."""
-        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
-            raise ValidationError(f"limit must be an int >= 0 or None, got {limit!r}", field="limit")
-        return self._tenant.select(build_filter(**filters), now or utcnow(), limit)
+        return self._tenant.select(build_filter(**filters), now or utcnow(), _check_limit(limit))
 
     def count(self, *, now: datetime | None = None, **filters: Unpack[FilterFields]) -> int:
         """How many records pass the typed filters."""
@@ -515,7 +516,7 @@ class Scope:
 
     def recall_log(self, limit: int = 20) -> builtins.list[dict[str, Any]]:
         """The scope's most recent ``explain=True`` recalls, newest first."""
-        return self._tenant.recall_log(limit)
+        return self._tenant.recall_log(_check_limit(limit, allow_none=False))
 
     # ------------------------------------------------------------------ forgetting
     def forget(self, memory_id: str, *, cascade: Literal["redact", "delete"] = "redact", reason: str = "forgotten",
@@ -536,6 +537,7 @@ class Scope:
             DeletionPendingError: the rows are deleted, but a reader kept their old bytes in the WAL
                 past ``StoreConfig.scrub_wait_s``; call ``store.scrub()`` once it ends.
         """
+        memory_id = self._check_id(memory_id, "memory_id")
         if cascade not in ("redact", "delete"):
             raise ValidationError(f"cascade must be 'redact' or 'delete', got {cascade!r}", field="cascade")
         if not isinstance(reason, str) or not reason.strip() or len(reason) > _REASON_MAX or "\n" in reason:
@@ -626,18 +628,21 @@ class Scope:
 
     def explain(self, memory_id: str) -> MemoryExplanation:
         """Why is this memory here, or why was it dropped, and when (every decision about it)."""
+        memory_id = self._check_id(memory_id, "memory_id")
         return _decisions.explain(self._tenant, memory_id)
 
     def decisions(self, limit: int = 20) -> builtins.list[RetentionDecision]:
         """This scope's retention decisions, most recently made first (without per-item details)."""
-        return _decisions.recent(self._tenant, limit)
+        return _decisions.recent(self._tenant, _check_limit(limit, allow_none=False))
 
     def decision(self, decision_id: str) -> RetentionDecision:
         """One decision of this scope, with every item (``NotFoundError`` otherwise)."""
+        decision_id = self._check_id(decision_id, "decision_id")
         return _decisions.get(self._tenant, decision_id)
 
     def state_at(self, decision_id: str) -> RetentionDecision:
         """Time travel: the decision, whose ``kept`` lists the working set right after it."""
+        decision_id = self._check_id(decision_id, "decision_id")
         return self.decision(decision_id)
 
     # ------------------------------------------------------------------ export
@@ -652,5 +657,22 @@ class Scope:
         ``memir score`` reads. Written to a temporary file and renamed. Returns the record count."""
         return dumps.write_dump(self.export_rows(), path)
 
+    @staticmethod
+    def _check_id(value: Any, name: str = "memory_id") -> str:
+        """An id argument must look like an id before it reaches SQL (a typed error otherwise)."""
+        if not isinstance(value, str) or not 0 < len(value) <= 128 or not re.match(ID_PATTERN, value):
+            raise ValidationError(f"{name} must be an id (letters, digits and _ . : @ -, 1–128 characters), "
+                                  f"got {str(value)[:40]!r}", field=name)
+        return value
+
     def _not_found(self, memory_id: str) -> NotFoundError:
         return NotFoundError(f"no memory {memory_id!r} in scope user={self.user_id!r} agent={self.agent_id!r}")
+
+
+def _check_limit(limit: Any, *, allow_none: bool = True) -> Any:
+    if limit is None and allow_none:
+        return None
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 0 <= limit <= 2**62:
+        raise ValidationError(f"limit must be an int >= 0{' or None' if allow_none else ''}, got {limit!r}",
+                              field="limit")
+    return limit

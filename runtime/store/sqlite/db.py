@@ -9,6 +9,7 @@ runs every scoped statement through this object's :meth:`SqliteDB.read` and
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
 import time
@@ -57,10 +58,21 @@ class SqliteDB:
             NotFoundError: the file does not exist and ``create`` is False.
             ValidationError: the path is a directory, not an SQLite file, or from a newer memir.
         """
-        path = str(path)
+        if not isinstance(path, (str, os.PathLike)):
+            raise ValidationError(f"the store path must be a str or a Path, got {type(path).__name__}", field="path")
+        path = os.fspath(path)
+        if not isinstance(path, str):
+            raise ValidationError("the store path must be text, not bytes", field="path")
         in_memory = path == ":memory:"
         if "\x00" in path:
             raise ValidationError("the store path contains a NUL character", field="path")
+        try:
+            return cls._open(path, in_memory, busy_timeout_ms, create, embedder)
+        except OSError as e:  # too long a name, no permission, a read-only directory...
+            raise ValidationError(f"cannot open the store at {path[:200]!r}: {e.strerror or e}", field="path") from e
+
+    @classmethod
+    def _open(cls, path: str, in_memory: bool, busy_timeout_ms: int, create: bool, embedder: Embedder) -> SqliteDB:
         if not in_memory:
             p = Path(path)
             if p.is_dir():

@@ -13,6 +13,7 @@ write.
 
 from __future__ import annotations
 
+import secrets
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -112,6 +113,22 @@ def execute(tenant: SqliteTenant, conn: sqlite3.Connection, p: ForgetPlan, *, re
         tenant.db.bump_vector_epoch(conn)
 
 
+def tombstone_logs(tenant: SqliteTenant, conn: sqlite3.Connection, memory_ids: Sequence[str]) -> None:
+    """Replace every mention of the deleted ``memory_ids`` in the scope's recall log and decision log
+    by an unlinkable tombstone (``forgotten_<random>``, one per id): a deleted memory leaves no id
+    behind, while the logs stay well-formed (ids are whole JSON strings there, and cannot contain
+    a quote or a backslash)."""
+    for memory_id in memory_ids:
+        quoted, tomb = f'"{memory_id}"', f'"forgotten_{secrets.token_hex(8)}"'
+        for table in ("recall_log", "decisions"):
+            conn.execute(f"UPDATE {table} SET payload = replace(payload, ?, ?) "
+                         f"WHERE user_id = ? AND agent_id = ? AND instr(payload, ?) > 0",
+                         (quoted, tomb, tenant.user_id, tenant.agent_id, quoted))
+        conn.execute("UPDATE decision_items SET memory_id = ?, payload = replace(payload, ?, ?) WHERE memory_id = ? "
+                     "AND decision_rowid IN (SELECT id FROM decisions WHERE user_id = ? AND agent_id = ?)",
+                     (tomb.strip('"'), quoted, tomb, memory_id, tenant.user_id, tenant.agent_id))
+
+
 def run(tenant: SqliteTenant, p: ForgetPlan, *, reason: str, checkpoint: bool = True,
         wait_s: float = 30.0) -> None:
     """Apply ``p`` in its own transaction; with ``checkpoint`` the WAL is truncated afterwards so
@@ -123,5 +140,6 @@ def run(tenant: SqliteTenant, p: ForgetPlan, *, reason: str, checkpoint: bool = 
     """
     with tenant.db.transaction() as conn:
         execute(tenant, conn, p, reason=reason, placeholder_vector=None)
+        tombstone_logs(tenant, conn, p.deleted)
     if checkpoint:
         tenant.db.checkpoint(wait_s, required=True)

@@ -1,0 +1,115 @@
+"""Child processes for the reliability tests (run as ``python -m tests.runtime.reliability.workers``).
+
+``crash``: writes (single and ``write_many`` batches), retains and forgets in a loop, appending every
+acknowledged write to a side file that is fsynced before the next operation — the parent kills it
+with SIGKILL at a random moment and checks that nothing acknowledged was lost.
+
+``stress``: one of several processes mixing writes, recalls, retention and forgetting on a shared
+store for a fixed time; every exception that is not one of memir's typed errors is an error, and
+so is any typed error that concurrency alone should never cause.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import sys
+import time
+import traceback
+from pathlib import Path
+
+from runtime import MemoryStore, RetentionPolicy
+from runtime.encoders import HashEmbedder
+from runtime.errors import MemirError, NotFoundError
+from runtime.scoring import make_baseline
+
+DIM = 32
+
+
+def open_store(path: Path) -> MemoryStore:
+    policy = RetentionPolicy(capacity=40, scorer=make_baseline("recency"))
+    from runtime import StoreConfig
+    return MemoryStore.open(path, embedder=HashEmbedder(dim=DIM, seed=0), config=StoreConfig(policy=policy))
+
+
+def _ack(fh, lines: list[str]) -> None:  # type: ignore[no-untyped-def]
+    fh.write("".join(line + "\n" for line in lines))
+    fh.flush()
+    os.fsync(fh.fileno())
+
+
+def crash(db: Path, acks: Path, seed: int) -> None:
+    rng = random.Random(seed)
+    store = open_store(db)
+    scope = store.scope(user_id=f"u{seed % 2}", agent_id="a")
+    with open(acks, "a", encoding="utf-8") as fh:
+        print("ready", flush=True)
+        n = 0
+        while True:
+            op = rng.random()
+            n += 1
+            if op < 0.45:
+                r = scope.write(f"single write {seed}-{n} about topic {rng.randrange(50)}")
+                _ack(fh, [json.dumps({"id": r.id, "batch": None})])
+            elif op < 0.8:
+                batch = f"b{seed}-{n}"
+                recs = scope.write_many([{"content": f"batch {batch} item {i}", "tags": [batch]} for i in range(5)])
+                _ack(fh, [json.dumps({"id": r.id, "batch": batch}) for r in recs])
+            elif op < 0.93:
+                scope.retain(forgotten="archive")
+            else:
+                mine = scope.list(limit=5)
+                if mine:
+                    victim = rng.choice(mine)
+                    _ack(fh, [json.dumps({"forgot": victim.id})])  # the intent first: a kill may land after it
+                    scope.forget(victim.id, cascade="delete")
+
+
+TYPED_OK = (NotFoundError,)  # a memory another process forgot a moment ago
+
+
+def stress(db: Path, out: Path, seed: int, seconds: float) -> None:
+    rng = random.Random(seed)
+    store = open_store(db)
+    users = [store.scope(user_id=u, agent_id="a") for u in ("shared0", "shared1")]
+    counts = {"write": 0, "write_many": 0, "recall": 0, "retain": 0, "forget": 0, "list": 0}
+    errors: list[str] = []
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        scope = rng.choice(users)
+        op = rng.choice(list(counts))
+        try:
+            if op == "write":
+                scope.write(f"p{seed} note {rng.randrange(1000)} on subject {rng.randrange(20)}")
+            elif op == "write_many":
+                scope.write_many([f"p{seed} batch {rng.randrange(1000)} {i}" for i in range(4)])
+            elif op == "recall":
+                hits = scope.recall(f"subject {rng.randrange(20)}", k=5)
+                if any(h.record.provenance.user_id != scope.user_id for h in hits):
+                    errors.append("cross-user hit")
+            elif op == "retain":
+                scope.retain(forgotten=rng.choice(["archive", "delete"]))
+            elif op == "forget":
+                mine = scope.list(limit=10)
+                if mine:
+                    scope.forget(rng.choice(mine).id, cascade=rng.choice(["redact", "delete"]))
+            else:
+                scope.list(limit=20)
+            counts[op] += 1
+        except TYPED_OK:
+            counts[op] += 1
+        except MemirError as e:
+            errors.append(f"{op}: {type(e).__name__}: {e}")
+        except Exception as e:  # noqa: BLE001 - the point is to count anything untyped
+            errors.append(f"{op}: UNTYPED {type(e).__name__}: {e}\n{traceback.format_exc()}")
+    store.close()
+    out.write_text(json.dumps({"counts": counts, "errors": errors}))
+
+
+if __name__ == "__main__":
+    kind = sys.argv[1]
+    if kind == "crash":
+        crash(Path(sys.argv[2]), Path(sys.argv[3]), int(sys.argv[4]))
+    else:
+        stress(Path(sys.argv[2]), Path(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5]))

@@ -24,7 +24,7 @@ CALLS_PER_EXAMPLE = 25
 EXAMPLES = 90  # 2,250 calls
 STATS = {"calls": 0, "ok": 0, "typed": 0}
 
-texts = st.one_of(st.text(max_size=40), st.sampled_from(["", " ", "\x00", "x\ud800", "a" * 70_000, "é" * 5,
+texts = st.one_of(st.text(max_size=40), st.sampled_from(["", " ", "\x00", "x\ud800", "HUGE", "é" * 5,
                                                          "my password is hunter22", "\n\n", "mem_" + "0" * 32]))
 numbers = st.one_of(st.integers(-10**20, 10**20), st.floats(allow_nan=True, allow_infinity=True),
                     st.sampled_from([0, 1, -1, 2**63, 1e38, 1e39, math.inf, -math.inf, math.nan, True]))
@@ -48,6 +48,8 @@ ids = st.one_of(texts, st.just("KNOWN"), st.just("OTHER"), st.just("DECISION"), 
 
 
 def _resolve(x: Any, known: dict[str, str]) -> Any:
+    if isinstance(x, str) and x == "HUGE":  # a 70,000-character text (named here so hypothesis never prints it)
+        return "a" * 70_000
     return known.get(x, x) if isinstance(x, str) else x
 
 

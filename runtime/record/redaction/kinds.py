@@ -10,18 +10,29 @@ __all__ = ["RedactionKind"]
 
 
 class RedactionKind(StrEnum):
-    """What a detector found; each kind has a placeholder and a sensitivity level."""
+    """What a detector found; each kind has a placeholder and a sensitivity level.
 
+    Credentials are ``secret``; personal data is ``pii``. The order is the order findings are
+    reported in (secrets first).
+    """
+
+    # secrets (credentials)
     private_key = "private_key"
     jwt = "jwt"
     password = "password"
     bearer_token = "bearer_token"
     api_key = "api_key"
+    # personal data
     email = "email"
     iban = "iban"
     card = "card"
     ip = "ip"
     phone = "phone"
+    ssn = "ssn"
+    passport = "passport"
+    national_id = "national_id"
+    date_of_birth = "date_of_birth"
+    address = "address"
 
     @property
     def placeholder(self) -> str:

@@ -5,32 +5,55 @@ Secrets and personal data in a memory's content are replaced by *typed placehold
 record's ``sensitivity`` says what was found (``secret`` > ``pii`` > ``none``). A
 :class:`Redaction` reports what was found by kind and count only — never the raw value.
 
-Detectors favour precision on ordinary prose (dates, times, prices, versions and order numbers
-must come through untouched) while catching the usual shapes:
+Detectors favour precision on ordinary prose (dates, times, prices, versions, order and ticket
+numbers, ISBNs, git SHAs, UUIDs must come through untouched) while catching the usual shapes; the
+patterns are in :mod:`.rules`:
 
-========================  ===========  =====================================================
-placeholder               sensitivity  detector
-========================  ===========  =====================================================
-``[PRIVATE_KEY]``         secret       PEM ``-----BEGIN … PRIVATE KEY-----`` blocks (also truncated)
-``[JWT]``                 secret       three base64url segments starting ``eyJ``
-``[PASSWORD]``            secret       ``password: x`` / ``password is x2`` / URL ``user:pw@`` / ``Basic``
-``[BEARER_TOKEN]``        secret       ``Bearer <token>`` (≥ 16 chars, has a digit)
-``[API_KEY]``             secret       vendor prefixes (``sk-``, ``AKIA``, ``ghp_``, ``xoxb-`` …) and
-                                       high-entropy values after ``key=`` / ``token:`` / ``secret=``
-``[EMAIL]``               pii          ``local@domain.tld``
-``[IBAN]``                pii          country + check digits, mod-97 and country length checked
-``[CARD]``                pii          13–19 digits in card layouts, Luhn-checked, IIN starts 2–6
-``[IP]``                  pii          IPv4 (valid octets, not after "version") and IPv6
-``[PHONE]``               pii          ``+CC …`` / ``00CC …``, NANP ``(415) 555-2671``, trunk-0
-                                       national ``020 7946 0958``, any number after "phone:"/"call me at"
-========================  ===========  =====================================================
+=======================  ===========  =====================================================
+placeholder              sensitivity  detector
+=======================  ===========  =====================================================
+``[PRIVATE_KEY]``        secret       PEM ``-----BEGIN … PRIVATE KEY-----`` blocks, PGP key blocks (also truncated)
+``[JWT]``                secret       three base64url segments starting ``eyJ``
+``[PASSWORD]``           secret       ``password: x`` / ``password is x2`` / ``the password for the wifi is x`` /
+                                      ``pass: x``, ``pwd=x``, ``PIN 4821``, labels in 15 languages (``mot de passe``,
+                                      ``Passwort``, ``contraseña``, ``密码`` …), ``passphrase: several words``,
+                                      credential pairs (``login admin / admin123``, ``root:Toor1``, ``user x pass y``),
+                                      URL userinfo ``scheme://user:pw@``, ``Authorization: Basic``
+``[BEARER_TOKEN]``       secret       ``Bearer <token>`` (≥ 16 chars, has a digit), ``Authorization: token …``
+``[API_KEY]``            secret       vendor prefixes (OpenAI/Anthropic ``sk-``, Stripe ``sk_/rk_/pk_live_``,
+                                      ``whsec_``, AWS ``AKIA…``, GitHub ``ghp_``/``github_pat_``, Slack ``xox?-``,
+                                      Google ``AIza``/``ya29.``/``GOCSPX-``, GitLab, npm, Hugging Face, SendGrid …),
+                                      Slack/Discord/Teams webhook URLs, signed-URL ``sig=``/``X-Amz-Signature=``,
+                                      high-entropy values after ``key=``/``token:``/``the API key is``, and bare
+                                      ≥ 32-char mixed-case random tokens (AWS secret keys)
+``[EMAIL]``              pii          ``local@domain.tld`` incl. Unicode (IDN) names; ``x [at] y [dot] z``
+``[IBAN]``               pii          country + check digits, upper- or lower-case, mod-97 and country length checked
+``[CARD]``               pii          13–19 digits in card layouts, Luhn-checked, IIN starts 2–6
+``[IP]``                 pii          IPv4 (valid octets; not after "version"/a product name, not 0.0.0.0 or a
+                                      ``/n`` network) and IPv6
+``[PHONE]``              pii          ``+CC …`` / ``00CC …``, NANP ``(415) 555-2671``, trunk-0 national
+                                      ``020 7946 0958``, any number after "phone:"/"call me at"/"手机"
+``[SSN]``                pii          US SSN: dashed ``123-45-6789`` (valid area/group/serial, not after
+                                      "order"/"SKU"/"part"…), any layout after "SSN"/"social security"
+``[PASSPORT]``           pii          6–10 alphanumerics after "passport (number/no/#)" in 8 languages
+``[NATIONAL_ID]``        pii          after a keyword: UK NINO, Canada SIN, Aadhaar, PAN, DNI/NIE, NIR, BSN,
+                                      Steuer-ID, personnummer, Chinese ID, driver's licence, NHS…;
+                                      Italian codice fiscale by its shape
+``[DATE_OF_BIRTH]``      pii          a date (numeric or with month names in 5 languages) after "born (on)",
+                                      "DOB", "date of birth", "birthday", "geboren am", "né le", …
+``[ADDRESS]``            pii          house number + street name + street type (+ unit, city, state/ZIP,
+                                      postcode): US/UK, German/Dutch ``…straße 12``, French ``12 rue …``,
+                                      Spanish/Italian/Portuguese ``Calle … 10``; PO boxes
+=======================  ===========  =====================================================
 
-Known limits (tested in ``test_known_limits``): a contiguous national number without a keyword
-(``07700900123``) is left alone because it cannot be told from an order id; lowercase IBANs are
-not detected; a password's trailing ``.,;)`` is read as sentence punctuation and kept; a 4-part
-version number is only recognised after a word like "version"/"v"/"build" (else it is an [IP]).
-Detection repeats until no detector fires (removing one value can expose another), so
-``redact(redact(x).text)`` finds nothing.
+Known limits (tested in ``test_known_limits`` and measured in ``tests/runtime/record/test_redaction_corpus.py``;
+numbers: ``python bench/redaction_report.py``): a contiguous national number without a keyword
+(``07700900123``) is left alone because it cannot be told from an order id; a year of birth alone
+("born in 1985") is kept; an address needs a house number and a street type ("Elm Street" alone is
+kept) and lower-case street names only count after an address cue ("I live at …"); a password's
+trailing ``.,;)`` is read as sentence punctuation and kept; a 4-part version number after an unknown
+product name is read as an [IP]. Detection repeats until no detector fires (removing one value can
+expose another), so ``redact(redact(x).text)`` finds nothing.
 
 Example:
     >>> r = redact("Mail bob@example.com, key sk-live4f9aJ2kLm0pQr8sTuVwXyZ12")
@@ -43,7 +66,6 @@ Example:
 from __future__ import annotations
 
 import re
-from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -51,7 +73,7 @@ from ...errors import ValidationError
 from ..memir import Sensitivity
 from .kinds import RedactionKind
 from .rules import RULES as _RULES
-from .rules import Check
+from .rules import Check, Rule
 
 __all__ = [
     "Finding",
@@ -104,6 +126,7 @@ class Redaction:
 # Removing one value can expose another (a key glued to an email); passes repeat until nothing
 # fires, which also makes redact() idempotent. Two passes suffice in practice; the cap is a guard.
 _MAX_PASSES = 4
+_DIGIT = re.compile(r"[0-9]")
 
 
 class Redactor:
@@ -126,37 +149,129 @@ class Redactor:
         chosen = set(_parse_kinds(kinds, "kinds")) if kinds is not None else set(RedactionKind)
         chosen -= set(_parse_kinds(disable, "disable"))
         self.kinds: frozenset[RedactionKind] = frozenset(chosen)
-        self._rules = tuple(r for r in _RULES if r[0] in chosen)
+        rules = [_compile_gate(r) for r in _RULES if r.kind in chosen]
+        # Text without a digit skips every rule that needs one, without looking at it.
+        self._rules_any = tuple(rules)
+        self._rules_no_digit = tuple(r for r, needs in zip(rules, (r.digit for r in _RULES if r.kind in chosen))
+                                     if not needs)
 
     def redact(self, text: str) -> Redaction:
         """Replace every enabled kind of sensitive value in ``text`` by its placeholder."""
         if not isinstance(text, str):
             raise ValidationError(f"redact() takes a str, got {type(text).__name__}", field="text")
-        counts: Counter[RedactionKind] = Counter()
+        counts: dict[RedactionKind, int] = {}
         for _ in range(_MAX_PASSES):
             fired = 0
             low = text.lower()
-            for kind, pattern, check, gate in self._rules:
-                if gate is not None and not any(g in low for g in gate):
+            ascii_only = text.isascii()
+            rules = self._rules_any if _DIGIT.search(text) else self._rules_no_digit
+            for kind, pattern, check, g_low, g_uni, g_case, anchor, back in rules:
+                if g_low is not None and not (any(map(low.__contains__, g_low))
+                                              or (g_case and any(map(text.__contains__, g_case)))
+                                              or (g_uni and not ascii_only and any(map(low.__contains__, g_uni)))):
                     continue
-                def sub(m: re.Match[str], kind: RedactionKind = kind, check: Check = check) -> str:
-                    nonlocal fired
-                    out = check(m)
-                    if out is None:
-                        return m.group(0)
-                    counts[kind] += 1
-                    fired += 1
-                    return out
-                text = pattern.sub(sub, text)
+                if anchor is not None and len(text) > _WINDOW_MIN_CHARS and len(low) == len(text):
+                    text, n = _apply_windowed(pattern, check, text, low, anchor, back)
+                elif pattern.search(text) is None:  # the common case: no callback, no new string
+                    continue
+                else:
+                    text, n = _apply(pattern, check, text)
+                if n:
+                    counts[kind] = counts.get(kind, 0) + n
+                    fired += n
+                    low = text.lower()
             if not fired:
                 break
-        findings = tuple(Finding(k, counts[k]) for k in RedactionKind if counts[k])
+        if not counts:
+            return Redaction(text=text, sensitivity=Sensitivity.none, findings=())
+        findings = tuple(Finding(k, counts[k]) for k in RedactionKind if k in counts)
         return Redaction(text=text, sensitivity=Sensitivity.highest(*(f.kind.sensitivity for f in findings)),
                          findings=findings)
 
     def contains_sensitive(self, text: str) -> bool:
         """Whether :meth:`redact` would change ``text``."""
         return self.redact(text).changed
+
+
+def _apply(pattern: re.Pattern[str], check: Check, text: str) -> tuple[str, int]:
+    """``pattern.sub`` with ``check`` deciding each replacement; returns the text and how many were made."""
+    n = 0
+
+    def sub(m: re.Match[str]) -> str:
+        nonlocal n
+        out = check(m)
+        if out is None:
+            return m.group(0)
+        n += 1
+        return out
+
+    return pattern.sub(sub, text), n
+
+
+# Text longer than this is searched only around a rule's anchors (when it has some).
+_WINDOW_MIN_CHARS = 512
+# How far past an anchor a window reaches; a match reaching the window's end is re-matched on the whole text.
+_WINDOW_AFTER = 400
+
+
+def _apply_windowed(pattern: re.Pattern[str], check: Check, text: str, low: str, anchor: re.Pattern[str],
+                    back: int) -> tuple[str, int]:
+    """What :func:`_apply` gives, found by searching only from ``back`` characters before each anchor
+    hit (``low`` is ``text`` lower-cased, the same length) to ``_WINDOW_AFTER`` characters after it
+    (overlapping windows merged, so the time stays linear however dense the anchors).
+
+    Equivalent because every match contains an anchor at most ``back`` characters after its start and
+    matches are taken left to right without overlap, as ``re.sub`` takes them."""
+    n_text = len(text)
+    spans: list[list[int]] = []  # windows around the hits, overlapping ones merged: each character searched once
+    for hit in anchor.finditer(low):
+        start, end = max(0, hit.start() - back), min(n_text, hit.end() + _WINDOW_AFTER)
+        if spans and start <= spans[-1][1]:
+            spans[-1][1] = max(spans[-1][1], end)
+        else:
+            spans.append([start, end])
+    parts: list[str] = []
+    last = cursor = count = 0
+    for start, end in spans:
+        pos = max(cursor, start)
+        while pos < end:
+            m = pattern.search(text, pos, end)
+            if m is None:
+                break
+            if m.end() > end - 8 and end < n_text:  # it may have been cut short, or a lookahead fooled
+                full = pattern.match(text, m.start())
+                if full is None:
+                    pos = m.start() + 1
+                    continue
+                m = full
+            out = check(m)
+            if out is not None:
+                parts += (text[last:m.start()], out)
+                last = m.end()
+                count += 1
+            cursor = pos = m.end()
+    if not count:
+        return text, 0
+    parts.append(text[last:])
+    return "".join(parts), count
+
+
+_Gated = tuple[RedactionKind, re.Pattern[str], Check, tuple[str, ...] | None, tuple[str, ...], tuple[str, ...],
+               re.Pattern[str] | None, int]
+
+
+def _compile_gate(rule: Rule) -> _Gated:
+    """Split a rule's gate into ASCII lower-case literals (looked for in the lower-cased text), literals
+    with a capital (looked for case-sensitively in the text) and non-ASCII literals (looked for only in
+    text that is not ASCII); compile its anchors into one literal pattern for the lower-cased text."""
+    anchor = (re.compile("|".join(re.escape(a) for a in sorted(rule.anchors, key=len, reverse=True)))
+              if rule.anchors else None)
+    if rule.gate is None:
+        return rule.kind, rule.pattern, rule.check, None, (), (), anchor, rule.back
+    low = tuple(g for g in rule.gate if g.isascii() and g == g.lower())
+    case = tuple(g for g in rule.gate if g.isascii() and g != g.lower())
+    uni = tuple(g for g in rule.gate if not g.isascii())
+    return rule.kind, rule.pattern, rule.check, low, uni, case, anchor, rule.back
 
 
 def _parse_kinds(kinds: Iterable[RedactionKind | str], field: str) -> list[RedactionKind]:

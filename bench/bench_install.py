@@ -72,6 +72,7 @@ def main() -> None:
         t_wheel, _ = timed([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(root / "dist"),
                             str(REPO)], env, root)
         (wheel,) = (root / "dist").glob("memir_runtime-*.whl")
+        wheel_name, wheel_bytes = wheel.name, wheel.stat().st_size
         venv.create(root / "venv", with_pip=True)
         py = str(root / "venv" / "bin" / "python")
         site = next((root / "venv" / "lib").glob("python*/site-packages"))
@@ -103,7 +104,7 @@ def main() -> None:
         proc = median_of([py, "-c", COLD_RECALL, str(db)])
 
     mb = 1 / 1e6
-    print(f"wheel {wheel.name}: {wheel.stat().st_size * mb:.2f} MB (built in {t_wheel:.1f} s); cpus {os.cpu_count()}, "
+    print(f"wheel {wheel_name}: {wheel_bytes * mb:.2f} MB (built in {t_wheel:.1f} s); cpus {os.cpu_count()}, "
           f"load avg {os.getloadavg()[0]:.1f}")
     print(f"{'what':58s} {'figure':>12s}")
     rows = [

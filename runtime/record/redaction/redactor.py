@@ -150,10 +150,11 @@ class Redactor:
         chosen -= set(_parse_kinds(disable, "disable"))
         self.kinds: frozenset[RedactionKind] = frozenset(chosen)
         rules = [_compile_gate(r) for r in _RULES if r.kind in chosen]
+        digit = [r.digit for r in _RULES if r.kind in chosen]
         # Text without a digit skips every rule that needs one, without looking at it.
         self._rules_any = tuple(rules)
-        self._rules_no_digit = tuple(r for r, needs in zip(rules, (r.digit for r in _RULES if r.kind in chosen))
-                                     if not needs)
+        self._rules_no_digit = tuple(r for r, needs in zip(rules, digit) if not needs)
+        self._selector = _GateSelector(rules, digit)
 
     def redact(self, text: str) -> Redaction:
         """Replace every enabled kind of sensitive value in ``text`` by its placeholder."""
@@ -164,7 +165,11 @@ class Redactor:
             fired = 0
             low = text.lower()
             ascii_only = text.isascii()
-            rules = self._rules_any if _DIGIT.search(text) else self._rules_no_digit
+            has_digit = _DIGIT.search(text) is not None
+            if len(text) <= _SELECT_MAX_CHARS:  # short text: one scan finds which gated rules can fire
+                rules = self._selector.select(text, low, has_digit, ascii_only)
+            else:
+                rules = self._rules_any if has_digit else self._rules_no_digit
             for kind, pattern, check, g_low, g_uni, g_case, anchor, back in rules:
                 if g_low is not None and not (any(map(low.__contains__, g_low))
                                               or (g_case and any(map(text.__contains__, g_case)))
@@ -258,6 +263,49 @@ def _apply_windowed(pattern: re.Pattern[str], check: Check, text: str, low: str,
 
 _Gated = tuple[RedactionKind, re.Pattern[str], Check, tuple[str, ...] | None, tuple[str, ...], tuple[str, ...],
                re.Pattern[str] | None, int]
+
+
+# Up to this length, one pass of a combined literal scanner picks the gated rules to run (a chat turn:
+# ~3x fewer Python steps than testing every rule's gate); longer text tests each gate with `in`,
+# which stays linear where a per-position scan of many literals would not.
+_SELECT_MAX_CHARS = 1_000
+
+
+class _GateSelector:
+    """Which rules can fire on a short text, found with one scan for every gate literal at once.
+
+    The scanner is a lookahead alternation, longest literal first, tried at every position; a literal
+    hidden by a longer one starting at the same position is a prefix of it, so each match also
+    brings the literals it contains. A rule runs if it has no gate, or any of its literals is present,
+    or (checked directly, they are few) one of its case-sensitive or non-ASCII literals is."""
+
+    def __init__(self, rules: list[_Gated], digit: list[bool]) -> None:
+        self.rules = tuple(rules)
+        self.digit = tuple(digit)
+        lits = sorted({g for r in rules if r[3] is not None for g in r[3]}, key=len, reverse=True)
+        self.scan = re.compile("(?=(" + "|".join(re.escape(g) for g in lits) + "))") if lits else None
+        self.contains = {g: frozenset(h for h in lits if h in g) for g in lits}
+        self.always = tuple(i for i, r in enumerate(rules) if r[3] is None)
+        self.by_lit: dict[str, tuple[int, ...]] = {
+            g: tuple(i for i, r in enumerate(rules) if r[3] is not None and g in r[3]) for g in lits}
+        self.direct = tuple(i for i, r in enumerate(rules) if r[3] is not None and (r[4] or r[5]))
+
+    def select(self, text: str, low: str, has_digit: bool, ascii_only: bool) -> list[_Gated]:
+        chosen = set(self.always)
+        if self.scan is not None:
+            found: set[str] = set()
+            for m in self.scan.finditer(low):
+                found |= self.contains[m.group(1)]
+            for g in found:
+                chosen.update(self.by_lit[g])
+        for i in self.direct:
+            if i not in chosen:
+                _, _, _, _, g_uni, g_case, _, _ = self.rules[i]
+                if (g_case and any(map(text.__contains__, g_case))) or (
+                        g_uni and not ascii_only and any(map(low.__contains__, g_uni))):
+                    chosen.add(i)
+        # the rules' own gate test still runs in redact(); this only skips the ones that cannot pass it
+        return [self.rules[i] for i in sorted(chosen) if has_digit or not self.digit[i]]
 
 
 def _compile_gate(rule: Rule) -> _Gated:

@@ -151,6 +151,18 @@ def _forms(secret: str) -> list[bytes]:
     return sorted({secret.encode(), json.dumps(secret)[1:-1].encode(), secret.encode("utf-16-le")})
 
 
+def test_selecting_rules_by_one_scan_gives_what_testing_every_gate_gives(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Short texts pick their rules with one literal scan; the result must equal the full gate test."""
+    import runtime.record.redaction.redactor as mod
+
+    texts = [s.text for s in secrets()] + [b.text for b in benign()]
+    texts += [t.upper() for t in texts[:200]] + [t.replace("e", "é") for t in texts[:200]]
+    fast = [mod.Redactor().redact(t) for t in texts]
+    monkeypatch.setattr(mod, "_SELECT_MAX_CHARS", -1)
+    slow = [mod.Redactor().redact(t) for t in texts]
+    assert [(r.text, r.findings) for r in fast] == [(r.text, r.findings) for r in slow]
+
+
 def test_secrets_never_reach_the_sqlite_files(tmp_path: Path) -> None:
     planted = {
         "content_pw": "Tr0ub4dor&3x", "content_card": "4111 1111 1111 1111", "content_ssn": "219-09-9999",

@@ -66,7 +66,7 @@ Example:
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from ...errors import ValidationError
@@ -290,7 +290,7 @@ class _GateSelector:
             g: tuple(i for i, r in enumerate(rules) if r[3] is not None and g in r[3]) for g in lits}
         self.direct = tuple(i for i, r in enumerate(rules) if r[3] is not None and (r[4] or r[5]))
 
-    def select(self, text: str, low: str, has_digit: bool, ascii_only: bool) -> list[_Gated]:
+    def select(self, text: str, low: str, has_digit: bool, ascii_only: bool) -> Sequence[_Gated]:
         chosen = set(self.always)
         if self.scan is not None:
             found: set[str] = set()

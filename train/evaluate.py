@@ -88,6 +88,9 @@ def _parser() -> argparse.ArgumentParser:
     cv.add_argument("--validation-fold", type=int, default=0,
                     help="the fold make train selects on: never fit on, never reported (default 0)")
     cv.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="processes (default: every CPU)")
+    cv.add_argument("--time-budget-min", type=float, default=None,
+                    help="start no new question after this many minutes of evaluation (the report says how many "
+                         "questions it covers; every policy runs on each)")
     cv.add_argument("--out", required=True)
     lo = sub.add_parser("locomo", help="conversation benchmark (LoCoMo layout)",
                         description="Example: python -m train.evaluate locomo conv.json --capacities 0.1 0.2 "
@@ -175,11 +178,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             from .eval.lme_cv import run_cv
             payload: dict[str, Any] = run_cv(args.file, folds=args.folds, capacities=args.capacities, baselines=args.baselines,
                              preset=args.preset, rows_dir=args.rows, cache=args.cache, progress=progress,
-                             validation_fold=args.validation_fold, workers=args.workers)
+                             validation_fold=args.validation_fold, workers=args.workers,
+                             time_budget_s=None if args.time_budget_min is None else 60 * args.time_budget_min)
             payload["args"] = record
+            qn = payload["questions"]
             payload["note"] = (f"{args.folds}-fold cross-validation by question; fold {args.validation_fold} (the "
                                "promotion fold) is never fit on and never reported. utilitynet-cv and bow are fit on "
-                               "the other training folds; every policy is scored on the same questions.")
+                               "the other training folds; every policy is scored on the same questions: "
+                               f"{qn['reported']} of the {qn['eligible']} held-out questions"
+                               + ("." if qn["complete"] else " (the time budget ended the run; the first questions "
+                                                              "in file order)."))
             write_json(args.out, payload)
             from .eval.report import write_report
             write_report(payload, Path(args.out))

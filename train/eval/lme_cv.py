@@ -137,16 +137,21 @@ def run_cv(file: str | Path, *, folds: int = 5, validation_fold: int = 0,
            baselines: Sequence[str] = ("recency", "longest", "longest_user", "memoryos", "generative_agents",
                                        "oracle"),
            preset: str = "default", rows_dir: str | Path = "data/lme_rows", cache: str | Path = "data/cache/embeddings",
-           workers: int = 1, progress: bool = True) -> dict[str, Any]:
+           workers: int = 1, progress: bool = True, time_budget_s: float | None = None) -> dict[str, Any]:
     """Cross-validated evidence recall of the utility model and the bag-of-words baseline, plus the
     baselines that need no fitting, on one LongMemEval file.
 
     Fold ``validation_fold`` is the one ``make train`` selects and promotes on (the shipped rows'
-    validation split): it is never fit on here either, and never reported. Each other fold is
-    held out in turn while the model (the preset's fit settings, the preset's sources) and the
-    bag-of-words baseline are fit on the remaining ones; every policy is reported on the same
-    questions. Returns ``{"folds", "validation_fold", "summary", "runs"}``.
+    validation split): it is never fit on here either, and never reported. For each other fold the
+    model (the preset's fit settings, the preset's sources) and the bag-of-words baseline are fit on
+    the remaining ones. Then every reported question, in file order, is streamed through *every*
+    policy (the learned ones of its own fold), so at any moment the finished questions form a
+    like-for-like table. With ``time_budget_s`` no new question starts after the budget (counted
+    from the first evaluation); the result says how many questions it covers.
+    Returns ``{"folds", "validation_fold", "questions", "summary", "runs"}``.
     """
+    import time
+
     from ..config import load_preset
     from ..fit import run as fit_run
 
@@ -163,32 +168,17 @@ def run_cv(file: str | Path, *, folds: int = 5, validation_fold: int = 0,
     summary = LmeSummary()
     runs: list[dict[str, Any]] = []
     reported = [k for k in range(folds) if k != validation_fold]
+    made: dict[str, Scorer] = {}
 
-    def evaluate(qs: Iterator[LmeQuestion], scorers: dict[str, Any], n: int, desc: str, fold_k: int | None) -> None:
-        def one(q: LmeQuestion) -> list[LmeRun]:
-            vecs = question_vectors(q, emb)
-            out = []
-            for name, make in scorers.items():
-                for p in capacities:
-                    run = replay_question(q, make(q), emb, p, vectors=vecs)
-                    run.policy = name
-                    out.append(run)
-            return out
-
-        bar = progress_bar(n, desc, progress)
-        for q_runs in ordered_map(one, qs, workers):
-            for run in q_runs:
-                summary.add(run)
-                runs.append({**run.to_dict(), **({"fold": fold_k} if fold_k is not None else {})})
-            if bar is not None:
-                bar.update(1)
-        if bar is not None:
-            bar.close()
+    def baseline(name: str) -> Any:
+        if name == "oracle":
+            return lme_oracle
+        return lambda q: made.setdefault(name, make_baseline(name))  # type: ignore[arg-type]
 
     with tempfile.TemporaryDirectory(prefix="memir-cv-") as tmp:
+        learned: dict[int, dict[str, Any]] = {}
         for k in reported:
             train_ids = {i for i in ids if fold[i] not in (k, validation_fold)}
-            test_ids = {i for i in ids if fold[i] == k}
             parts = [r for r in (load_rows(rows_path(rows_dir, i)) for i in sorted(train_ids)) if len(r.y)]
             block = stack(parts)
             X, y, w, d = block.X, block.y, block.w, block.decision
@@ -201,18 +191,40 @@ def run_cv(file: str | Path, *, folds: int = 5, validation_fold: int = 0,
             fitted = fit_run(cfg.fit, X, y, w, g, spec=spec, out_dir=Path(tmp) / f"fold{k}",
                              rank_groups=d if cfg.fit.rank_weight > 0 else None)
             model_path = export_onnx(fitted.model, spec, Path(tmp) / f"fold{k}" / "utilitynet.onnx")
-            bow = _bow(file, train_ids)
-            evaluate(_questions(file, test_ids), {"utilitynet-cv": lambda q, m=model_path: _model(m),
-                                                  "bow": lambda q, b=bow: b},
-                     len(test_ids), f"fold {k}: evaluate", k)
-    made: dict[str, Scorer] = {}
+            learned[k] = {"utilitynet-cv": lambda q, m=model_path: _model(m), "bow": (lambda q, b=_bow(file, train_ids): b)}
 
-    def baseline(name: str) -> Any:
-        if name == "oracle":
-            return lme_oracle
-        return lambda q: made.setdefault(name, make_baseline(name))  # type: ignore[arg-type]
+        scorers = {name: baseline(name) for name in baselines}
+        test_all = [i for i in ids if fold[i] != validation_fold]
+        t0 = time.monotonic()
 
-    test_all = {i for i in ids if fold[i] != validation_fold}
-    evaluate(_questions(file, test_all), {name: baseline(name) for name in baselines}, len(test_all), "baselines",
-             None)
-    return {"folds": fold, "validation_fold": validation_fold, "summary": summary.to_dict(), "runs": runs}
+        def one(q: LmeQuestion) -> list[LmeRun]:
+            vecs = question_vectors(q, emb)
+            out = []
+            for name, make in {**learned[fold[q.question_id]], **scorers}.items():
+                for p in capacities:
+                    run = replay_question(q, make(q), emb, p, vectors=vecs)
+                    run.policy = name
+                    out.append(run)
+            return out
+
+        def todo() -> Iterator[LmeQuestion]:
+            for q in _questions(file, set(test_all)):
+                if time_budget_s is not None and time.monotonic() - t0 > time_budget_s:
+                    return
+                yield q
+
+        bar = progress_bar(len(test_all), "evaluate (every policy per question)", progress)
+        done: list[str] = []
+        for q_runs in ordered_map(one, todo(), workers):
+            for run in q_runs:
+                summary.add(run)
+                runs.append({**run.to_dict(), "fold": fold[run.question_id]})
+            done.append(q_runs[0].question_id)
+            if bar is not None:
+                bar.update(1)
+        if bar is not None:
+            bar.close()
+    return {"folds": fold, "validation_fold": validation_fold,
+            "questions": {"reported": len(done), "eligible": len(test_all), "complete": len(done) == len(test_all),
+                          "ids": done},
+            "summary": summary.to_dict(), "runs": runs}

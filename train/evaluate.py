@@ -88,6 +88,14 @@ def _parser() -> argparse.ArgumentParser:
     cv.add_argument("--validation-fold", type=int, default=0,
                     help="the fold make train selects on: never fit on, never reported (default 0)")
     cv.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="processes (default: every CPU)")
+    cd = sub.add_parser("card", help="record a report's figures in a model card, with the data they come from",
+                        description="Example: python -m train.evaluate card reports/locomo.json --key locomo_dev "
+                                    "--data 'LoCoMo dev, 5 conversations; never trained on' --card "
+                                    "checkpoints/model_card.json")
+    cd.add_argument("report", help="a JSON report written by this command (locomo, lme, lme-cv)")
+    cd.add_argument("--key", required=True, help="the name under the card's figures (e.g. locomo_dev)")
+    cd.add_argument("--data", required=True, help="which data the figures come from, in words")
+    cd.add_argument("--card", default="checkpoints/model_card.json", help="the model card to update")
     cv.add_argument("--time-budget-min", type=float, default=None,
                     help="start no new question after this many minutes of evaluation (the report says how many "
                          "questions it covers; every policy runs on each)")
@@ -156,12 +164,30 @@ def _cached(kind: str, cache: str) -> Any:
     return CachedEmbedder(embedder(kind), cache)
 
 
+def record_in_card(card: Path, key: str, data: str, report: Path) -> None:
+    """Put a report's recall per policy and capacity under ``figures[key]`` of a model card, with the
+    data it was measured on and the command that produced it (the report's own ``args``)."""
+    rep = json.loads(report.read_text())
+    recall = {pol: {cap: round(float(v["recall"]), 4) for cap, v in caps.items() if isinstance(v, dict) and "recall" in v}
+              for pol, caps in rep.get("summary", {}).items() if isinstance(caps, dict)}
+    c = json.loads(card.read_text())
+    c.setdefault("figures", {})[key] = {"data": data, "report": str(report), "args": rep.get("args"),
+                                        "note": rep.get("note"), "questions": rep.get("questions", {}).get("reported")
+                                        if isinstance(rep.get("questions"), dict) else None,
+                                        "recall": recall}
+    card.write_text(json.dumps(c, indent=2, default=float))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    progress = not args.no_progress
+    progress = not getattr(args, "no_progress", False)
     t0 = time.perf_counter()
     record = {k: v for k, v in vars(args).items() if k != "no_progress"}
     try:
+        if args.cmd == "card":
+            record_in_card(Path(args.card), args.key, args.data, Path(args.report))
+            print(f"recorded {args.report} in {args.card} as figures.{args.key}")
+            return 0
         if args.cmd == "lme":
             emb = _cached(args.encoder, args.cache)
             qs = iter_questions(args.files)

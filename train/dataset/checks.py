@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -16,6 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from runtime.errors import ValidationError
+from runtime.integrity import file_sha256  # noqa: F401  (re-exported: the rows' checksum)
 from utilitynet.features import FeatureSpec
 
 
@@ -48,14 +48,6 @@ def per_row(value: Any, n: int, name: str, dtype: Any) -> np.ndarray:
         raise ValidationError(f"{name} must be a scalar or have one entry per row ({n}), "
                               f"got shape {arr.shape}", field=name)
     return arr
-
-
-def file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 22), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def validate_table(t: pa.Table) -> None:

@@ -242,17 +242,23 @@ def write_round(rows: RowBatch, out_dir: str | os.PathLike[str], *, manifest: di
         info.update(file=ROWS_FILE, sha256=file_sha256(tmp / ROWS_FILE), bytes=(tmp / ROWS_FILE).stat().st_size,
                     feature_spec=spec_record(rows.spec))
         (tmp / MANIFEST_FILE).write_text(json.dumps({**info, **manifest}, indent=2) + "\n")
-        if out.exists():  # overwrite: move the old one aside first so the swap is two renames
-            old = out.parent / f".{out.name}.old-{uuid.uuid4().hex[:8]}"
-            out.rename(old)
-            tmp.rename(out)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            tmp.rename(out)
+        replace_dir(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return out
+
+
+def replace_dir(tmp: Path, out: Path) -> None:
+    """Put the finished directory ``tmp`` at ``out``, replacing what is there with two renames (a
+    reader sees the old one or the new one, never a half-written one)."""
+    if out.exists():
+        old = out.parent / f".{out.name}.old-{uuid.uuid4().hex[:8]}"
+        out.rename(old)
+        tmp.rename(out)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        tmp.rename(out)
 
 
 def read_manifest(round_path: str | os.PathLike[str], *, verify: bool = True) -> dict[str, Any]:

@@ -33,9 +33,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from runtime.errors import ValidationError
+from runtime.integrity import file_sha256 as _sha256
 from utilitynet.features import FEATURE_NAMES, FeatureSpec
 
 from ..conversation_rows import ConversationRows
+from ..dataset.rows import replace_dir
 
 __all__ = ["LME_LICENSE", "SPLIT_TRAIN", "SPLIT_VALIDATION", "ShippedRows", "read_shipped", "write_shipped"]
 
@@ -83,14 +85,6 @@ class ShippedRows:
     question: np.ndarray
     decision: np.ndarray
     tag: np.ndarray
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _names_sha(names: Sequence[str]) -> str:
@@ -181,13 +175,7 @@ def write_shipped(rows: Sequence[ConversationRows], folds: dict[str, int], valid
         }
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
         (tmp / LICENSE).write_text(LME_LICENSE)
-        if out.exists():
-            old = out.parent / f".{out.name}.old-{uuid.uuid4().hex[:8]}"
-            out.rename(old)
-            tmp.rename(out)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            tmp.rename(out)
+        replace_dir(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -698,6 +698,9 @@ _NATID_GATE = ("national", "insurance", "aadha", "codice", "steuer", "identifika
 # Every match of _PASSWORD starts at its label, which contains one of these.
 _PW_ANCHORS = ("pass", "pw", "pin", "mot", "kennwort", "contrase", "senha", "wachtwoord", "has", "пароль", "密码",
                "密碼", "パスワード", "비밀번호", "şifre", "lösenord", "adgangskode", "salasana")
+_VENDOR_ANCHORS = ("sk-", "k_live_", "k_test_", "whsec_", "akia", "asia", "agpa", "aida", "aroa", "anpa", "anva", "aipa",
+                   "abia", "acca", "gh", "github_pat_", "xox", "xapp-", "aiza", "ya29.", "1//0", "gocspx-", "glpat-",
+                   "npm_", "hf_", "sg.", "dop_v1_", "shp")
 _DEFAULT_USER_ANCHORS = ("admin", "root", "guest", "sa", "postgres", "ubuntu", "oracle", "ftp", "operator", "demo")
 _FR_GATE = ("rue", "bd ", "allée", "allee", "impasse", "quai", "chemin", "faubourg", "avenue", "place", "route",
             "cours", "passage")
@@ -714,18 +717,16 @@ def _r(kind: RedactionKind, pattern: re.Pattern[str], check: Check, gate: tuple[
 # of these substrings present) that skips a rule which cannot fire; ``digit`` skips a rule on text
 # without a digit. Gates only skip work: the final, fixpoint pass sees fresh gates.
 RULES: tuple[Rule, ...] = (
-    _r(_K.private_key, _PRIVATE_KEY, _whole(_K.private_key)),
+    _r(_K.private_key, _PRIVATE_KEY, _whole(_K.private_key), ("private key",)),
     _r(_K.jwt, _JWT, _whole(_K.jwt), ("eyj",)),
-    _r(_K.api_key, _WEBHOOK, _webhook, None, True),
+    _r(_K.api_key, _WEBHOOK, _webhook, ("://",), True),
     _r(_K.password, _URL_CRED, _keep_prefix(_K.password), ("://",), anchors=("://",), back=32),
     _r(_K.bearer_token, _BEARER, _bearer, ("bearer",)),
     _r(_K.password, _AUTH_BASIC, _auth_header(_K.password), ("authorization",)),
     _r(_K.bearer_token, _AUTH_HEADER, _auth_header(_K.bearer_token), ("authorization",)),
     _r(_K.password, _BASIC, _basic, ("basic",)),
     _r(_K.api_key, _VENDOR_KEY, _whole(_K.api_key, lambda s: _has_digit(s) or s.startswith(("xox", "AIza"))),
-       None, True, anchors=("sk-", "k_live_", "k_test_", "whsec_", "akia", "asia", "agpa", "aida", "aroa", "anpa",
-                            "anva", "aipa", "abia", "acca", "gh", "github_pat_", "xox", "xapp-", "aiza", "ya29.", "1//0",
-                            "gocspx-", "glpat-", "npm_", "hf_", "sg.", "dop_v1_", "shp"), back=1),
+       _VENDOR_ANCHORS, True, anchors=_VENDOR_ANCHORS, back=1),  # every match holds an anchor: it is a gate too
     _r(_K.api_key, _SIGNATURE, _signature, ("sig", "security-token"), anchors=("sig", "security-token"), back=16),
     _r(_K.api_key, _KV_SECRET, _kv_secret, ("key", "token", "secret", "credential"), True,
        anchors=("key", "token", "secret", "credential"), back=80),

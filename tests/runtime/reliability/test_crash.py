@@ -38,11 +38,11 @@ def _check(db: Path, acks: Path) -> dict[str, int]:
     assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     conn.close()
     acked: dict[str, str | None] = {}
-    forgotten: set[str] = set()
+    forgotten: dict[str, str | None] = {}  # id -> its batch
     for line in acks.read_text(encoding="utf-8").splitlines():
         e = json.loads(line)  # every line was fsynced whole: a torn line would be a test bug
         if "forgot" in e:
-            forgotten.add(e["forgot"])
+            forgotten[e["forgot"]] = e.get("batch")
         else:
             acked[e["id"]] = e["batch"]
     store = open_store(db)
@@ -63,7 +63,7 @@ def _check(db: Path, acks: Path) -> dict[str, int]:
         assert not lost, f"{len(lost)} acknowledged writes lost, e.g. {lost[:3]}"
         # all or nothing: a batch's records present now, plus those forgotten since, make the whole batch
         batches = Counter(t for tags in present.values() for t in tags if t.startswith("b"))
-        batches.update(acked[m] for m in forgotten if acked.get(m) and m not in present)  # intent may not have run
+        batches.update(b for m, b in forgotten.items() if b and m not in present)  # an intent may not have run
         broken = {b: n for b, n in batches.items() if n != 5}
         assert not broken, f"half-applied write_many: {broken}"
         return {"acked": len(acked), "present": len(present)}

@@ -62,7 +62,10 @@ def crash(db: Path, acks: Path, seed: int) -> None:
                 mine = scope.list(limit=5)
                 if mine:
                     victim = rng.choice(mine)
-                    _ack(fh, [json.dumps({"forgot": victim.id})])  # the intent first: a kill may land after it
+                    batch = next((t for t in victim.metadata.tags if t.startswith("b")), None)
+                    # the intent first (a kill may land after it), with the victim's batch: it may be one whose
+                    # acknowledgement a kill pre-empted, so the parent cannot look it up
+                    _ack(fh, [json.dumps({"forgot": victim.id, "batch": batch})])
                     scope.forget(victim.id, cascade="delete")
 
 

@@ -15,7 +15,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from runtime.errors import ValidationError
-from runtime.integrity import file_sha256  # noqa: F401  (re-exported: the rows' checksum)
 from utilitynet.features import FeatureSpec
 
 

@@ -81,8 +81,9 @@ _RESERVED = frozenset({"format", "created_at", "round", "rows", "file", "sha256"
                        "counts", "episodes", "decisions", "positive_rate", "label_mean", "weight_mean"})
 
 
-from .checks import (  # noqa: E402  (schema, hashing and value checks of a round)
-    file_sha256,
+from runtime.integrity import file_sha256  # noqa: E402
+
+from .checks import (  # noqa: E402  (schema and value checks of a round)
     per_row,
     row_schema,
     spec_record,

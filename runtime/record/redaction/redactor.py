@@ -166,12 +166,13 @@ class Redactor:
             low = text.lower()
             ascii_only = text.isascii()
             has_digit = _DIGIT.search(text) is not None
-            if len(text) <= _SELECT_MAX_CHARS:  # short text: one scan finds which gated rules can fire
+            selected = len(text) <= _SELECT_MAX_CHARS  # short text: one scan finds the rules whose gate passes
+            if selected:
                 rules = self._selector.select(text, low, has_digit, ascii_only)
             else:
                 rules = self._rules_any if has_digit else self._rules_no_digit
             for kind, pattern, check, g_low, g_uni, g_case, anchor, back in rules:
-                if g_low is not None and not (any(map(low.__contains__, g_low))
+                if not selected and g_low is not None and not (any(map(low.__contains__, g_low))
                                               or (g_case and any(map(text.__contains__, g_case)))
                                               or (g_uni and not ascii_only and any(map(low.__contains__, g_uni)))):
                     continue
@@ -304,7 +305,7 @@ class _GateSelector:
                 if (g_case and any(map(text.__contains__, g_case))) or (
                         g_uni and not ascii_only and any(map(low.__contains__, g_uni))):
                     chosen.add(i)
-        # the rules' own gate test still runs in redact(); this only skips the ones that cannot pass it
+        # exactly the rules whose gate passes (redact() does not test them again)
         return [self.rules[i] for i in sorted(chosen) if has_digit or not self.digit[i]]
 
 

@@ -48,13 +48,13 @@ def apply(tenant: SqliteTenant, decision: RetentionDecision, *, candidates: Sequ
         action = "gone" if m in gone else ("redact" if m in redacted else it.action)
         final[m] = it if action == it.action else it.model_copy(update={"action": action})
     by = _by_action(final)
-    gone_expired = {m for m in expired if m not in fp.deleted and m not in redacted}
-    by["delete"] += [m for m in expired if m in fp.deleted]
+    # the forget plan puts every expired id in exactly one of the two lists
+    by["delete"] += [m for m in expired if m not in redacted]
     by["redact"] += [m for m in expired if m in redacted]
     out = decision.model_copy(update={
         "items": final, "kept": by["keep"] + by["write"], "written": by["write"], "archived": by["archive"],
         "deleted": by["delete"], "redacted": by["redact"], "dry_run": dry_run,
-        "expired": [m for m in expired if m not in gone_expired]})
+        "expired": expired})
     if dry_run:
         return out
     new = [(r, v) for r, v in candidates if final[r.id].action == "write"]

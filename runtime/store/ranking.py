@@ -17,7 +17,7 @@ from datetime import datetime
 
 from ..record.memir import MemIR, RoleContext, utcnow
 
-__all__ = ["RankWeights", "ScoreBreakdown", "Hit", "score", "format_context"]
+__all__ = ["RankWeights", "ScoreBreakdown", "Hit", "SearchResult", "score", "format_context"]
 
 
 @dataclass(frozen=True)
@@ -54,6 +54,21 @@ class Hit:
     record: MemIR
     score: ScoreBreakdown
     raw_rank: int
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """What a backend's filtered vector search returns: hits plus what an explained recall logs.
+
+    Attributes:
+        hits: the re-ranked hits, best first.
+        rowids: the hits' row keys in the backend (for the usage update).
+        raw: ``(id, cosine)`` of every verified candidate, in raw similarity order.
+    """
+
+    hits: list[Hit]
+    rowids: list[int]
+    raw: list[tuple[str, float]]
 
 
 def _decay(half_life_s: float | None, event_ts: float, now_ts: float) -> float:

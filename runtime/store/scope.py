@@ -52,14 +52,11 @@ from ..retention.plan import RetentionPlan, recent_context, scoring_context
 from ..retention.policy import CapacityFn, Forgotten, RetentionPolicy
 from ..retention.rules import RuleSet
 from . import dumps
+from .backend import TenantBackend
 from .filters import FilterFields, MemoryFilter, build_filter
 from .live import LiveContext
 from .ranking import Hit, RankWeights
 from .services import StoreServices
-from .sqlite import decisions as _decisions
-from .sqlite import forget as _forget
-from .sqlite.search import search
-from .sqlite.tenant import SqliteTenant
 
 if TYPE_CHECKING:
     from utilitynet.context import ScoringContext
@@ -105,7 +102,7 @@ class _Prepared:
 class Scope:
     """Reads and writes for one ``(user_id, agent_id)``. Get one from ``MemoryStore.scope``."""
 
-    def __init__(self, store: StoreServices, tenant: SqliteTenant, policy: RetentionPolicy) -> None:
+    def __init__(self, store: StoreServices, tenant: TenantBackend, policy: RetentionPolicy) -> None:
         self._store = store
         self._tenant = tenant
         self.user_id = tenant.user_id
@@ -500,7 +497,7 @@ class Scope:
         else:
             q = check_vector(query, store.embedder)
         pool = max(k, candidates or store.candidate_pool)
-        res = search(self._tenant, flt, now, q, k=k, pool=pool, context=context, weights=self.weights)
+        res = self._tenant.search(flt, now, q, k=k, pool=pool, context=context, weights=self.weights)
         if update_usage and res.hits:
             self._tenant.touch(res.rowids, now)
         if explain and store.log_recalls:
@@ -545,9 +542,9 @@ class Scope:
         if self._tenant.tier_of(memory_id) is None:
             raise self._not_found(memory_id)
         ids = self._tenant.versions(memory_id) if include_versions else [memory_id]
-        plan = _forget.plan(self._tenant, ids, cascade)
+        plan = self._tenant.forget_plan(ids, cascade)
         reason = self._store.builder.draft(reason.strip(), {}).text  # a reason is stored: redact it too
-        _forget.run(self._tenant, plan, reason=reason, checkpoint=scrub, wait_s=self._store.config.scrub_wait_s)
+        self._tenant.forget(plan, reason=reason, scrub=scrub, wait_s=self._store.config.scrub_wait_s)
         self._live().working = None
         return ForgetReport(deleted=plan.deleted, redacted=plan.redacted)
 
@@ -620,7 +617,7 @@ class Scope:
                                trigger=trigger, candidate=cand)
         # the TTL holds in the archive too: archived memories past it leave with this decision
         decision = decision.model_copy(update={"expired": self._tenant.expired_ids(now, "archive")})
-        applied = _decisions.apply(self._tenant, decision, candidates=[(p.record, p.vector) for p in prepared],
+        applied = self._tenant.apply_decision(decision, candidates=[(p.record, p.vector) for p in prepared],
                                    dry_run=dry_run)
         if not dry_run:
             self._live().working = len(applied.kept)
@@ -629,16 +626,16 @@ class Scope:
     def explain(self, memory_id: str) -> MemoryExplanation:
         """Why is this memory here, or why was it dropped, and when (every decision about it)."""
         memory_id = self._check_id(memory_id, "memory_id")
-        return _decisions.explain(self._tenant, memory_id)
+        return self._tenant.explain(memory_id)
 
     def decisions(self, limit: int = 20) -> builtins.list[RetentionDecision]:
         """This scope's retention decisions, most recently made first (without per-item details)."""
-        return _decisions.recent(self._tenant, _check_limit(limit, allow_none=False))
+        return self._tenant.decisions(_check_limit(limit, allow_none=False))
 
     def decision(self, decision_id: str) -> RetentionDecision:
         """One decision of this scope, with every item (``NotFoundError`` otherwise)."""
         decision_id = self._check_id(decision_id, "decision_id")
-        return _decisions.get(self._tenant, decision_id)
+        return self._tenant.decision(decision_id)
 
     def state_at(self, decision_id: str) -> RetentionDecision:
         """Time travel: the decision, whose ``kept`` lists the working set right after it."""

@@ -18,7 +18,7 @@ see several users are the explicit admin paths here (:meth:`MemoryStore.admin_ex
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 from pydantic import TypeAdapter
@@ -31,23 +31,20 @@ from ..record.builder import RecordBuilder
 from ..record.memir import Id
 from ..retention.policy import RetentionPolicy
 from . import dumps
+from .backend import StoreBackend
 from .config import StoreConfig
 from .scope import Scope
 from .services import StoreServices
-from .sqlite.db import SqliteDB
-from .sqlite.tenant import SqliteTenant
+from .sqlite.backend import SqliteStore
 
-if TYPE_CHECKING:
-    pass
-
-__all__ = ["MemoryStore", "StoreConfig"]
-
-
-
-
-
+__all__ = ["MemoryStore", "StoreConfig", "is_postgres_url"]
 
 _ID = TypeAdapter(Id)
+
+
+def is_postgres_url(target: object) -> bool:
+    """Whether ``target`` names a PostgreSQL store (``postgresql://…`` or ``postgres://…``)."""
+    return isinstance(target, str) and target.startswith(("postgresql://", "postgres://"))
 
 
 def _default_embedder() -> Embedder:
@@ -62,7 +59,7 @@ class MemoryStore:
     file (WAL + busy timeout).
     """
 
-    def __init__(self, db: SqliteDB, embedder: LazyEmbedder, config: StoreConfig) -> None:
+    def __init__(self, db: StoreBackend, embedder: LazyEmbedder, config: StoreConfig) -> None:
         self._db = db
         self._embedder = embedder
         self.config = config
@@ -87,7 +84,12 @@ class MemoryStore:
         """
         cfg = config or StoreConfig()
         lazy = LazyEmbedder(_default_embedder, embedder)
-        db = SqliteDB.open(path, busy_timeout_ms=cfg.busy_timeout_ms, create=create, embedder=lazy)
+        db: StoreBackend
+        if is_postgres_url(path):
+            from .postgres.db import PgStore  # psycopg lives in the `postgres` extra
+            db = PgStore.open(str(path), config=cfg, create=create, embedder=lazy)
+        else:
+            db = SqliteStore.open(path, busy_timeout_ms=cfg.busy_timeout_ms, create=create, embedder=lazy)
         return cls(db, lazy, cfg)
 
     @property
@@ -138,7 +140,7 @@ class MemoryStore:
                                       "1–128 chars)", field=name) from e
         if policy is not None and not isinstance(policy, RetentionPolicy):
             raise ValidationError("policy must be a RetentionPolicy(...)", field="policy")
-        return Scope(self._services, SqliteTenant(self._db, user_id, agent_id), policy or self.config.policy)
+        return Scope(self._services, self._db.tenant(user_id, agent_id), policy or self.config.policy)
 
     def forget_user(self, user_id: str) -> int:
         """Delete everything of ``user_id``: rows, vectors, tags, logs, decisions, scope state and

@@ -16,7 +16,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from ...encoders.base import Embedder
 from ...errors import DeletionPendingError, NotFoundError, ValidationError
@@ -51,7 +51,7 @@ class SqliteDB:
 
     # ------------------------------------------------------------------ lifecycle
     @classmethod
-    def open(cls, path: str | Path, *, busy_timeout_ms: int, create: bool, embedder: Embedder) -> SqliteDB:
+    def open(cls, path: str | Path, *, busy_timeout_ms: int, create: bool, embedder: Embedder) -> Self:
         """Open (and with ``create``, create) a store file, migrating an older layout.
 
         Raises:
@@ -72,7 +72,7 @@ class SqliteDB:
             raise ValidationError(f"cannot open the store at {path[:200]!r}: {e.strerror or e}", field="path") from e
 
     @classmethod
-    def _open(cls, path: str, in_memory: bool, busy_timeout_ms: int, create: bool, embedder: Embedder) -> SqliteDB:
+    def _open(cls, path: str, in_memory: bool, busy_timeout_ms: int, create: bool, embedder: Embedder) -> Self:
         if not in_memory:
             p = Path(path)
             if p.is_dir():

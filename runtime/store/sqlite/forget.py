@@ -1,14 +1,10 @@
-"""Forgetting memories: delete them (and their descendants) or leave redacted placeholders.
+"""Forgetting memories in an SQLite store: the two queries a plan needs, and applying it.
 
-Seed 001 pitfall 4: forgetting a memory others were derived from must not leave a dangling chain,
-so with ``cascade="redact"`` it becomes ``[forgotten memory: <reason>]`` with its provenance kept,
-its content, tags, attributes and vector gone (``secure_delete`` zeroes the freed cells; the WAL
-is checkpointed so the old page images leave it too). With ``cascade="delete"`` it and everything
-derived from it are deleted.
-
-:func:`plan` decides (read-only: what a dry run reports); :func:`execute` applies a plan inside the
-caller's transaction, so a retention decision can forget items as part of its own all-or-nothing
-write.
+The plan and the placeholder are backend-independent (:mod:`runtime.store.forgetting`). A
+redacted placeholder's freed cells are zeroed (``secure_delete``) and the WAL is checkpointed so
+the old page images leave it too. :func:`plan` decides (read-only: what a dry run reports);
+:func:`execute` applies a plan inside the caller's transaction, so a retention decision can forget
+items as part of its own all-or-nothing write.
 """
 
 from __future__ import annotations
@@ -16,26 +12,14 @@ from __future__ import annotations
 import secrets
 import sqlite3
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Literal
 
 import numpy as np
 
-from ...record.memir import Flag, Sensitivity
+from ..forgetting import Cascade, ForgetPlan, decide, placeholder, placeholder_text
 from .schema import body_json
 from .tenant import SqliteTenant
 
-__all__ = ["ForgetPlan", "descendants", "execute", "plan", "run"]
-
-Cascade = Literal["redact", "delete"]
-
-
-@dataclass(frozen=True)
-class ForgetPlan:
-    """What forgetting will do: ids deleted and ids turned into redacted placeholders."""
-
-    deleted: list[str] = field(default_factory=list)
-    redacted: list[str] = field(default_factory=list)
+__all__ = ["descendants", "execute", "plan", "run", "tombstone_logs"]
 
 
 def descendants(tenant: SqliteTenant, memory_ids: Sequence[str]) -> list[str]:
@@ -59,23 +43,15 @@ def plan(tenant: SqliteTenant, memory_ids: Sequence[str], cascade: Cascade) -> F
     """Decide, without writing, what forgetting ``memory_ids`` does under ``cascade``."""
     ids = list(dict.fromkeys(memory_ids))
     kids = descendants(tenant, ids)
-    if cascade == "delete":
-        return ForgetPlan(deleted=ids + kids)
-    if not kids:
-        return ForgetPlan(deleted=ids)
-    # Redact the ones something still derives from; delete the rest.
-    t, tp = tenant.clause(check_only=True)
-    with tenant.db.read() as conn:
-        marks = ",".join("?" * len(ids))
-        parents = {r[0] for r in conn.execute(
-            f"SELECT DISTINCT p.parent_id FROM memory_parents p JOIN memories m ON m.rowid = p.mem_rowid "
-            f"WHERE {t} AND p.parent_id IN ({marks}) AND m.id NOT IN ({marks})", tp + ids + ids)}
-    return ForgetPlan(deleted=[i for i in ids if i not in parents], redacted=[i for i in ids if i in parents])
-
-
-def placeholder_text(reason: str) -> str:
-    """The content a redacted placeholder keeps."""
-    return f"[forgotten memory: {reason}]"
+    cited: set[str] = set()
+    if kids and cascade == "redact":  # redact the ones something still derives from; delete the rest
+        t, tp = tenant.clause(check_only=True)
+        with tenant.db.read() as conn:
+            marks = ",".join("?" * len(ids))
+            cited = {r[0] for r in conn.execute(
+                f"SELECT DISTINCT p.parent_id FROM memory_parents p JOIN memories m ON m.rowid = p.mem_rowid "
+                f"WHERE {t} AND p.parent_id IN ({marks}) AND m.id NOT IN ({marks})", tp + ids + ids)}
+    return decide(ids, kids, cited, cascade)
 
 
 def execute(tenant: SqliteTenant, conn: sqlite3.Connection, p: ForgetPlan, *, reason: str,
@@ -95,12 +71,7 @@ def execute(tenant: SqliteTenant, conn: sqlite3.Connection, p: ForgetPlan, *, re
             rec = tenant.get(memory_id)
             if rec is None:  # deleted concurrently: nothing left to redact
                 continue
-            flags = sorted(set(rec.metadata.flags) | {Flag.placeholder}, key=lambda f: f.value)
-            ph = rec.model_copy(update={
-                "content": text,
-                "metadata": rec.metadata.model_copy(update={"flags": flags, "sensitivity": Sensitivity.none,
-                                                            "tags": [], "attributes": {}, "expires_at": None})})
-            body = body_json(ph)
+            body = body_json(placeholder(rec, reason))
             row = conn.execute(f"SELECT rowid FROM memories WHERE {t} AND id = ?", tp + [memory_id]).fetchone()
             conn.execute(f"UPDATE memories SET record = ?, sensitivity = 'none', expires_at = NULL, retention_reason = ? "
                          f"WHERE {t} AND id = ?", [body, reason, *tp, memory_id])

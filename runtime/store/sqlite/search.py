@@ -9,7 +9,6 @@ only the ``k`` records returned.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -17,26 +16,11 @@ import numpy as np
 
 from ...record.memir import RoleContext
 from ..filters import MemoryFilter
-from ..ranking import Hit, RankWeights, score
+from ..ranking import Hit, RankWeights, SearchResult, score
 from .schema import READ_COLS, row_to_record
 from .tenant import SqliteTenant
 
-__all__ = ["SearchResult", "search"]
-
-
-@dataclass(frozen=True)
-class SearchResult:
-    """Hits plus what an explained recall logs.
-
-    Attributes:
-        hits: the re-ranked hits, best first.
-        rowids: the hits' rowids (for the usage update).
-        raw: ``(id, cosine)`` of every verified candidate, in raw similarity order.
-    """
-
-    hits: list[Hit]
-    rowids: list[int]
-    raw: list[tuple[str, float]]
+__all__ = ["search"]
 
 
 def search(tenant: SqliteTenant, flt: MemoryFilter, now: datetime, q: np.ndarray, *, k: int, pool: int,

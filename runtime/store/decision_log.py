@@ -1,0 +1,102 @@
+"""Retention decisions as a backend records and reads them, independent of the backend.
+
+:func:`finalize` turns a planned decision into the final one a backend applies: items that
+vanished between planning and applying (another client deleted them) get the action ``gone``
+instead of failing the decision, and deletions of memories others derive from become
+redactions. :func:`explanation` builds the answer to "why is this memory here" from the logged
+rows. Each backend writes and reads the rows itself, in its own transactions.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Collection, Sequence
+from typing import Any
+
+from ..retention.decision import DecisionEntry, ItemDecision, MemoryExplanation, RetentionDecision
+from .forgetting import ForgetPlan
+
+__all__ = ["ACTIONS", "by_action", "explanation", "finalize", "head_json", "from_rows"]
+
+ACTIONS = ("keep", "write", "archive", "delete", "redact", "skip", "gone")
+
+
+def by_action(items: dict[str, ItemDecision]) -> dict[str, list[str]]:
+    """Item ids grouped by their action (every action present, maybe empty)."""
+    out: dict[str, list[str]] = {a: [] for a in ACTIONS}
+    for m, it in items.items():
+        out[it.action].append(m)
+    return out
+
+
+def finalize(decision: RetentionDecision, present: Collection[str], plan_forget: Callable[[list[str]], ForgetPlan],
+             *, dry_run: bool) -> tuple[RetentionDecision, dict[str, list[str]]]:
+    """The decision with its final actions, and its item ids by action.
+
+    Args:
+        decision: from :meth:`RetentionPlan.decide` (planned actions; ``expired`` set).
+        present: which of the decision's stored (non-candidate) items still exist.
+        plan_forget: the backend's forget planner (``cascade="redact"``) for the ids to delete.
+    """
+    items = decision.items
+    gone = {m for m, it in items.items() if not it.candidate and m not in present}
+    delete_ids = [m for m, it in items.items() if it.action == "delete" and m not in gone]
+    expired = [m for m in decision.expired if m not in items]  # archived past their TTL (not planned items)
+    fp = plan_forget(delete_ids + expired) if delete_ids or expired else ForgetPlan()
+    redacted = set(fp.redacted)
+    final: dict[str, ItemDecision] = {}
+    for m, it in items.items():
+        action = "gone" if m in gone else ("redact" if m in redacted else it.action)
+        final[m] = it if action == it.action else it.model_copy(update={"action": action})
+    by = by_action(final)
+    # the forget plan puts every expired id in exactly one of the two lists
+    by["delete"] += [m for m in expired if m not in redacted]
+    by["redact"] += [m for m in expired if m in redacted]
+    out = decision.model_copy(update={
+        "items": final, "kept": by["keep"] + by["write"], "written": by["write"], "archived": by["archive"],
+        "deleted": by["delete"], "redacted": by["redact"], "dry_run": dry_run, "expired": expired})
+    return out, by
+
+
+def head_json(d: RetentionDecision) -> str:
+    """The decision without its items, as logged."""
+    return json.dumps(d.model_dump(mode="json", exclude={"items"}))
+
+
+def from_rows(head: str, items: Sequence[tuple[str, str]]) -> RetentionDecision:
+    """A logged decision from its head JSON and its ``(memory_id, item JSON)`` rows."""
+    d: dict[str, Any] = json.loads(head)
+    d["items"] = {m: json.loads(p) for m, p in items}
+    return RetentionDecision.model_validate(d)
+
+
+def explanation(memory_id: str, tier: str | None, rows: Sequence[tuple[str, str]],
+                versions: Sequence[str]) -> MemoryExplanation | None:
+    """Why a memory is here (or was dropped), from its tier (``None``: not stored), the logged
+    ``(decision JSON, item JSON)`` rows about it in log order, and its version chain.
+    ``None`` when there is neither a memory nor a decision (the caller raises ``NotFoundError``)."""
+    if tier is None and not rows:
+        return None
+    history = []
+    for dpay, ipay in rows:
+        d = json.loads(dpay)
+        history.append(DecisionEntry(decision_id=d["decision_id"], at=d["at"], trigger=d["trigger"],
+                                     method=d["method"], status=d["status"], capacity=d["capacity"],
+                                     marginal_utility=d.get("cut", {}).get("marginal_utility"),
+                                     item=ItemDecision.model_validate_json(ipay)))
+    state = "deleted" if tier is None else tier
+    versions = list(versions) if tier is not None else []
+    pos = versions.index(memory_id) if memory_id in versions else -1
+    supersedes = versions[pos - 1] if pos > 0 else None
+    superseded_by = versions[pos + 1] if 0 <= pos < len(versions) - 1 else None
+    if history:
+        last = history[-1]
+        summary = (f"{memory_id} is {state}; last decision {last.decision_id} at {last.at.isoformat()} "
+                   f"({last.trigger}): {'kept' if last.item.kept else 'dropped'} ({last.item.reason.value}, "
+                   f"{last.item.action})")
+    else:
+        summary = f"{memory_id} is {state}; no retention decision has touched it yet"
+    if superseded_by:
+        summary += f"; superseded by {superseded_by}"
+    return MemoryExplanation(memory_id=memory_id, state=state, summary=summary, history=history,  # type: ignore[arg-type]
+                             supersedes=supersedes, superseded_by=superseded_by)

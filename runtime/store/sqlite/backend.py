@@ -1,0 +1,58 @@
+"""The SQLite backend as the store sees it: :class:`SqliteStore` (the file) hands out
+:class:`SqliteScope` objects (one scope's rows, with search, forgetting and the decision log
+bound to it), satisfying :mod:`runtime.store.backend`'s contract."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+import numpy as np
+
+from ...record.memir import MemIR, RoleContext
+from ...retention.decision import MemoryExplanation, RetentionDecision
+from ..filters import MemoryFilter
+from ..forgetting import Cascade, ForgetPlan
+from ..ranking import RankWeights, SearchResult
+from . import decisions as _decisions
+from . import forget as _forget
+from .db import SqliteDB
+from .search import search
+from .tenant import SqliteTenant
+
+__all__ = ["SqliteScope", "SqliteStore"]
+
+
+class SqliteScope(SqliteTenant):
+    """One scope of an SQLite store: its rows (:class:`SqliteTenant`) plus search, forgetting and decisions."""
+
+    def search(self, flt: MemoryFilter, now: datetime, q: np.ndarray, *, k: int, pool: int,
+               context: RoleContext | None, weights: RankWeights) -> SearchResult:
+        """Typed filter (on the vector cache) -> exact top-``pool`` -> SQL re-check -> re-rank -> top ``k``."""
+        return search(self, flt, now, q, k=k, pool=pool, context=context, weights=weights)
+
+    def forget_plan(self, memory_ids: Sequence[str], cascade: Cascade) -> ForgetPlan:
+        return _forget.plan(self, memory_ids, cascade)
+
+    def forget(self, plan: ForgetPlan, *, reason: str, scrub: bool, wait_s: float) -> None:
+        _forget.run(self, plan, reason=reason, checkpoint=scrub, wait_s=wait_s)
+
+    def apply_decision(self, decision: RetentionDecision, *, candidates: Sequence[tuple[MemIR, np.ndarray]] = (),
+                       dry_run: bool = False) -> RetentionDecision:
+        return _decisions.apply(self, decision, candidates=candidates, dry_run=dry_run)
+
+    def explain(self, memory_id: str) -> MemoryExplanation:
+        return _decisions.explain(self, memory_id)
+
+    def decisions(self, limit: int) -> list[RetentionDecision]:
+        return _decisions.recent(self, limit)
+
+    def decision(self, decision_id: str) -> RetentionDecision:
+        return _decisions.get(self, decision_id)
+
+
+class SqliteStore(SqliteDB):
+    """An SQLite store file: :class:`SqliteDB` plus the scopes it hands out."""
+
+    def tenant(self, user_id: str, agent_id: str) -> SqliteScope:
+        return SqliteScope(self, user_id, agent_id)

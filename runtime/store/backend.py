@@ -30,10 +30,14 @@ __all__ = ["ScopeState", "StoreBackend", "TenantBackend"]
 class ScopeState(Protocol):
     """The persisted per-scope state (write counter, last decision, open session)."""
 
-    seq: int
-    decision_seq: int
-    open_session: str | None
-    session_last_at: float | None
+    @property
+    def seq(self) -> int: ...
+    @property
+    def decision_seq(self) -> int: ...
+    @property
+    def open_session(self) -> str | None: ...
+    @property
+    def session_last_at(self) -> float | None: ...
 
 
 class TenantBackend(Protocol):

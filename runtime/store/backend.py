@@ -12,6 +12,7 @@ explicitly named admin paths that see several users.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -24,20 +25,24 @@ from .filters import MemoryFilter
 from .forgetting import Cascade, ForgetPlan
 from .ranking import RankWeights, SearchResult
 
-__all__ = ["ScopeState", "StoreBackend", "TenantBackend"]
+__all__ = ["ScopeRow", "StoreBackend", "TenantBackend"]
 
 
-class ScopeState(Protocol):
-    """The persisted per-scope state (write counter, last decision, open session)."""
+@dataclass(frozen=True)
+class ScopeRow:
+    """The persisted per-scope state.
 
-    @property
-    def seq(self) -> int: ...
-    @property
-    def decision_seq(self) -> int: ...
-    @property
-    def open_session(self) -> str | None: ...
-    @property
-    def session_last_at(self) -> float | None: ...
+    Attributes:
+        seq: write step of the scope's latest write (0 = none yet).
+        decision_seq: ``seq`` at the scope's last retention decision.
+        open_session: the session the scope's latest writes belong to, if any.
+        session_last_at: event time (epoch s) of the latest write in ``open_session``.
+    """
+
+    seq: int = 0
+    decision_seq: int = 0
+    open_session: str | None = None
+    session_last_at: float | None = None
 
 
 class TenantBackend(Protocol):
@@ -47,7 +52,7 @@ class TenantBackend(Protocol):
     agent_id: str
 
     # state and writes
-    def state(self) -> ScopeState: ...
+    def state(self) -> ScopeRow: ...
     def set_session(self, session_id: str | None, last_at: float | None) -> None: ...
     def insert(self, records: Sequence[MemIR], vectors: Sequence[np.ndarray], *, batch: bool = False,
                session: tuple[str | None, float | None] | None = None) -> tuple[list[int], int]: ...

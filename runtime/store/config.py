@@ -26,6 +26,7 @@ class StoreConfig:
         scrub_wait_s: how long ``forget`` (and ``forget_user``, ``scrub``) waits for another
             connection's read transaction to leave the WAL before it raises
             ``DeletionPendingError`` instead of reporting a deletion whose bytes remain.
+        pool_size: PostgreSQL only: the most connections one store object holds open.
     """
 
     busy_timeout_ms: int = 5_000
@@ -34,6 +35,7 @@ class StoreConfig:
     annotate: AssemblerConfig = field(default_factory=AssemblerConfig)
     policy: RetentionPolicy = field(default_factory=RetentionPolicy)
     scrub_wait_s: float = 30.0
+    pool_size: int = 10
 
     def __post_init__(self) -> None:
         problems = []
@@ -41,6 +43,8 @@ class StoreConfig:
             problems.append(("busy_timeout_ms", "must be >= 0"))
         if not isinstance(self.scrub_wait_s, (int, float)) or not 0 <= self.scrub_wait_s < 86_400:
             problems.append(("scrub_wait_s", "must be seconds in [0, 86400)"))
+        if not isinstance(self.pool_size, int) or self.pool_size < 1:
+            problems.append(("pool_size", "must be an int >= 1"))
         if self.candidate_pool < 1:
             problems.append(("candidate_pool", "must be >= 1"))
         if not isinstance(self.annotate, AssemblerConfig):

@@ -101,8 +101,9 @@ class MemoryFilter(BaseModel):
             return [v]
         return v
 
-    def where(self, now: datetime) -> tuple[str, list[Any]]:
-        """SQL ``WHERE`` fragment (without the scope's tenant clause) and its parameters."""
+    def where(self, now: datetime, mark: str = "?") -> tuple[str, list[Any]]:
+        """SQL ``WHERE`` fragment (without the scope's tenant clause) and its parameters, with
+        ``mark`` as the parameter marker (``?`` for SQLite, ``%s`` for psycopg)."""
         clauses: list[str] = []
         params: list[Any] = []
 
@@ -112,7 +113,7 @@ class MemoryFilter(BaseModel):
             if not values:
                 clauses.append("1=1" if negate else "0=1")
                 return
-            marks = ",".join("?" * len(values))
+            marks = ",".join([mark] * len(values))
             op = "NOT IN" if negate else "IN"
             if negate:  # NULL session ids are not "in" any excluded list
                 clauses.append(f"({column} IS NULL OR {column} {op} ({marks}))")
@@ -121,7 +122,7 @@ class MemoryFilter(BaseModel):
             params.extend(str(getattr(x, "value", x)) for x in values)
 
         if self.tier != "any":
-            clauses.append("m.tier = ?")
+            clauses.append(f"m.tier = {mark}")
             params.append(self.tier)
         _in("m.active_role", self.roles)
         _in("m.sub_role", self.sub_roles)
@@ -132,22 +133,22 @@ class MemoryFilter(BaseModel):
         _in("m.task_id", self.task_ids)
         _in("m.sensitivity", self.sensitivity)
         if self.tags is not None:
-            marks = ",".join("?" * len(self.tags)) or "NULL"
+            marks = ",".join([mark] * len(self.tags)) or "NULL"
             # correlated EXISTS: a probe of the (mem_rowid, tag) key per row, instead of materialising
             # every row carrying the tag (10k rowids at 100k memories) to re-check a few candidates
             clauses.append(f"EXISTS (SELECT 1 FROM memory_tags t WHERE t.mem_rowid = m.rowid AND t.tag IN ({marks}))")
             params.extend(self.tags)
         if self.since is not None:
-            clauses.append("m.event_time >= ?")
+            clauses.append(f"m.event_time >= {mark}")
             params.append(self.since.timestamp())
         if self.until is not None:
-            clauses.append("m.event_time < ?")
+            clauses.append(f"m.event_time < {mark}")
             params.append(self.until.timestamp())
         if self.min_confidence is not None:
-            clauses.append("m.confidence >= ?")
+            clauses.append(f"m.confidence >= {mark}")
             params.append(self.min_confidence)
         if not self.include_expired:
-            clauses.append("(m.expires_at IS NULL OR m.expires_at > ?)")
+            clauses.append(f"(m.expires_at IS NULL OR m.expires_at > {mark})")
             params.append(now.timestamp())
         return (" AND ".join(clauses) or "1=1"), params
 

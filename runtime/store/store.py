@@ -86,8 +86,8 @@ class MemoryStore:
         lazy = LazyEmbedder(_default_embedder, embedder)
         db: StoreBackend
         if is_postgres_url(path):
-            from .postgres.db import PgStore  # psycopg lives in the `postgres` extra
-            db = PgStore.open(str(path), config=cfg, create=create, embedder=lazy)
+            from .postgres.backend import PgStore  # psycopg lives in the `postgres` extra
+            db = PgStore.open(str(path), pool_size=cfg.pool_size, create=create, embedder=lazy)
         else:
             db = SqliteStore.open(path, busy_timeout_ms=cfg.busy_timeout_ms, create=create, embedder=lazy)
         return cls(db, lazy, cfg)

@@ -15,6 +15,7 @@ This is not how production runs Postgres: point ``MemoryStore.open`` at your ser
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import pwd
 import shutil
@@ -36,12 +37,11 @@ class LocalPostgresError(MemirError):
 
 def pgserver_bin() -> Path:
     """The directory of the PostgreSQL binaries bundled by ``pgserver``."""
-    try:
-        import pgserver  # noqa: F401 — only its files are used
-    except ImportError as e:
+    spec = importlib.util.find_spec("pgserver")  # only its files are used: importing it starts machinery
+    if spec is None or not spec.submodule_search_locations:
         raise LocalPostgresError("the local PostgreSQL needs the `pgserver` package: "
-                                 "pip install 'memir-runtime[postgres-local]'") from e
-    return Path(pgserver.__file__).parent / "pginstall" / "bin"
+                                 "pip install 'memir-runtime[postgres-local]'")
+    return Path(list(spec.submodule_search_locations)[0]) / "pginstall" / "bin"
 
 
 class LocalPostgres:

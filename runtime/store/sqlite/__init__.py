@@ -3,6 +3,6 @@ caches); :class:`SqliteTenant` runs one scope's statements; search, forgetting a
 are built on those two."""
 
 from .db import SqliteDB
-from .tenant import ScopeRow, SqliteTenant
+from .tenant import SqliteTenant
 
-__all__ = ["ScopeRow", "SqliteDB", "SqliteTenant"]
+__all__ = ["SqliteDB", "SqliteTenant"]

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..forgetting import Cascade, ForgetPlan, decide, placeholder, placeholder_text
-from .schema import body_json
+from ..rows import body_json
 from .tenant import SqliteTenant
 
 __all__ = ["descendants", "execute", "plan", "run", "tombstone_logs"]

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -20,30 +19,14 @@ import numpy as np
 
 from ...errors import EncoderMismatchError, ValidationError
 from ...record.memir import Flag, MemIR
+from ..backend import ScopeRow
 from ..filters import MemoryFilter
+from ..rows import COLUMNS, N_COLUMNS, READ_COLS, body_json, record_to_row, row_to_record, ts
 from .db import SqliteDB
-from .schema import COLUMNS, N_COLUMNS, READ_COLS, body_json, record_to_row, row_to_record, ts
 
-__all__ = ["ScopeRow", "SqliteTenant"]
+__all__ = ["SqliteTenant"]
 
 _INSERT_MEMORY = f"INSERT INTO memories({COLUMNS}) VALUES ({','.join('?' * N_COLUMNS)})"
-
-
-@dataclass(frozen=True)
-class ScopeRow:
-    """The persisted per-scope state.
-
-    Attributes:
-        seq: write step of the scope's latest write (0 = none yet).
-        decision_seq: ``seq`` at the scope's last retention decision.
-        open_session: the session the scope's latest writes belong to, if any.
-        session_last_at: event time (epoch s) of the latest write in ``open_session``.
-    """
-
-    seq: int = 0
-    decision_seq: int = 0
-    open_session: str | None = None
-    session_last_at: float | None = None
 
 
 class SqliteTenant:

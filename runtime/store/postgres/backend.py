@@ -1,0 +1,58 @@
+"""The PostgreSQL backend as the store sees it: :class:`PgStore` (the database) hands out
+:class:`PgScope` objects (one scope's rows, with search, forgetting and the decision log bound to
+it), satisfying :mod:`runtime.store.backend`'s contract."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+import numpy as np
+
+from ...record.memir import MemIR, RoleContext
+from ...retention.decision import MemoryExplanation, RetentionDecision
+from ..filters import MemoryFilter
+from ..forgetting import Cascade, ForgetPlan
+from ..ranking import RankWeights, SearchResult
+from . import decisions as _decisions
+from . import forget as _forget
+from .db import PgDB
+from .search import search
+from .tenant import PgTenant
+
+__all__ = ["PgScope", "PgStore"]
+
+
+class PgScope(PgTenant):
+    """One scope of a PostgreSQL store: its rows (:class:`PgTenant`) plus search, forgetting and decisions."""
+
+    def search(self, flt: MemoryFilter, now: datetime, q: np.ndarray, *, k: int, pool: int,
+               context: RoleContext | None, weights: RankWeights) -> SearchResult:
+        """Exact inside the filter for small scopes, HNSW for large ones; re-ranked as on SQLite."""
+        return search(self, flt, now, q, k=k, pool=pool, context=context, weights=weights)
+
+    def forget_plan(self, memory_ids: Sequence[str], cascade: Cascade) -> ForgetPlan:
+        return _forget.plan(self, memory_ids, cascade)
+
+    def forget(self, plan: ForgetPlan, *, reason: str, scrub: bool, wait_s: float) -> None:
+        _forget.run(self, plan, reason=reason, scrub=scrub, wait_s=wait_s)
+
+    def apply_decision(self, decision: RetentionDecision, *, candidates: Sequence[tuple[MemIR, np.ndarray]] = (),
+                       dry_run: bool = False) -> RetentionDecision:
+        return _decisions.apply(self, decision, candidates=candidates, dry_run=dry_run)
+
+    def explain(self, memory_id: str) -> MemoryExplanation:
+        return _decisions.explain(self, memory_id)
+
+    def decisions(self, limit: int) -> list[RetentionDecision]:
+        return _decisions.recent(self, limit)
+
+    def decision(self, decision_id: str) -> RetentionDecision:
+        return _decisions.get(self, decision_id)
+
+
+class PgStore(PgDB):
+    """A PostgreSQL store: :class:`PgDB` plus the scopes it hands out."""
+
+    def tenant(self, user_id: str, agent_id: str) -> PgScope:
+        return PgScope(self, user_id, agent_id)

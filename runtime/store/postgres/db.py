@@ -1,0 +1,257 @@
+"""The single owner of a PostgreSQL store's connections: the pool, scoped transactions, admin paths.
+
+Every statement a scope runs goes through :meth:`PgDB.scoped`: a transaction that first switches
+to the app role (``SET LOCAL ROLE memir_app``) and names the scope (``SET LOCAL memir.user_id`` /
+``memir.agent_id``), so the database's row-level security confines it whatever SQL follows.
+Nested uses on one thread join the outer transaction (all or nothing as a whole). The cross-user
+admin paths (``users``, ``stats``, ``forget_user``, ``scrub``, re-embedding) run as the URL's own
+user, outside any scope, and are explicitly named.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, Self
+from urllib.parse import urlsplit, urlunsplit
+
+from ...encoders.base import Embedder
+from ...errors import DeletionPendingError, MissingDependencyError, ValidationError
+from .schema import APP_ROLE, TENANT_TABLES, hnsw_index_sql, migrate
+
+__all__ = ["PgDB", "redact_url"]
+
+
+def redact_url(url: str) -> str:
+    """The URL without its password (for messages and ``store.path``)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f"{parts.username}:***@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+class PgDB:
+    """One PostgreSQL store: a connection pool, scoped transactions and the explicit admin paths.
+
+    Args:
+        pool: a ``psycopg_pool.ConnectionPool`` of autocommit connections with pgvector registered.
+        url: the store URL (shown without its password).
+        embedder: the store's encoder.
+    """
+
+    def __init__(self, pool: Any, url: str, embedder: Embedder) -> None:
+        self._pool = pool
+        self.path = redact_url(url)
+        self._embedder = embedder
+        self._local = threading.local()
+        self._indexed: set[tuple[str, int]] = set()
+        self._index_lock = threading.Lock()
+        self._closed = False
+
+    # ------------------------------------------------------------------ lifecycle
+    @classmethod
+    def open(cls, url: str, *, pool_size: int, create: bool, embedder: Embedder) -> Self:
+        """Connect, migrate (or check) the schema, and start the pool.
+
+        Raises:
+            MissingDependencyError: psycopg / psycopg_pool / pgvector are not installed.
+            NotFoundError: no memir schema in the database and ``create`` is False.
+            ValidationError: the server cannot be reached, or the database is not a memir store.
+        """
+        try:
+            import psycopg
+            from pgvector.psycopg import register_vector
+            from psycopg_pool import ConnectionPool
+        except ImportError as e:
+            raise MissingDependencyError(
+                "a PostgreSQL store needs psycopg 3, psycopg_pool and pgvector: "
+                "pip install 'memir-runtime[postgres]'") from e
+        where = redact_url(url)
+        try:
+            with psycopg.connect(url, autocommit=True) as conn:
+                migrate(conn, create=create, where=where)
+        except psycopg.OperationalError as e:
+            raise ValidationError(f"cannot connect to the PostgreSQL store at {where}: {str(e).strip()}",
+                                  field="url") from e
+        pool = ConnectionPool(url, min_size=1, max_size=max(1, pool_size), open=True, name="memir",
+                              kwargs={"autocommit": True}, configure=register_vector)
+        return cls(pool, url, embedder)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def check_open(self) -> None:
+        """Raise a typed error if the store was closed."""
+        if self._closed:
+            raise ValidationError("the store is closed; open it again with MemoryStore.open(url)", field="store")
+
+    def close(self) -> None:
+        """Close every pooled connection. Idempotent."""
+        if not self._closed:
+            self._closed = True
+            self._pool.close()
+
+    @property
+    def embedder(self) -> Embedder:
+        """The store's encoder."""
+        return self._embedder
+
+    # ------------------------------------------------------------------ transactions
+    @contextmanager
+    def scoped(self, user_id: str, agent_id: str) -> Iterator[Any]:
+        """A transaction confined to one scope by row-level security; yields the connection.
+
+        Nested uses on the same thread join the outer transaction (it must be the same scope).
+        """
+        outer = getattr(self._local, "scoped", None)
+        if outer is not None:
+            conn, scope = outer
+            if scope != (user_id, agent_id):
+                raise RuntimeError(f"a transaction of scope {scope} cannot nest one of {(user_id, agent_id)}")
+            yield conn
+            return
+        self.check_open()
+        from psycopg import sql
+
+        with self._pool.connection() as conn:
+            conn.execute(sql.SQL("BEGIN; SET LOCAL ROLE {}; SET LOCAL memir.user_id = {}; "
+                                 "SET LOCAL memir.agent_id = {}").format(
+                sql.Identifier(APP_ROLE), sql.Literal(user_id), sql.Literal(agent_id)))
+            self._local.scoped = (conn, (user_id, agent_id))
+            try:
+                yield conn
+            except BaseException:
+                self._local.scoped = None
+                conn.execute("ROLLBACK")
+                raise
+            self._local.scoped = None
+            conn.execute("COMMIT")
+
+    @contextmanager
+    def admin(self) -> Iterator[Any]:
+        """A transaction as the store's owner, unconfined (admin paths only)."""
+        self.check_open()
+        with self._pool.connection() as conn, conn.transaction():
+            yield conn
+
+    # ------------------------------------------------------------------ vector indexes
+    def ensure_vector_index(self, encoder_id: str, dim: int) -> None:
+        """Create the HNSW index for this encoder's vectors once (as the owner, outside any scope)."""
+        key = (encoder_id, dim)
+        if key in self._indexed:
+            return
+        with self._index_lock:
+            if key in self._indexed:
+                return
+            name, ddl = hnsw_index_sql(encoder_id, dim)
+            with self._pool.connection() as conn:
+                if conn.execute("SELECT to_regclass(%s)", (name,)).fetchone()[0] is None:
+                    with conn.transaction():
+                        conn.execute("SELECT pg_advisory_xact_lock(%s)", (0x6D656D6972 + 1,))
+                        conn.execute(ddl)
+            self._indexed.add(key)
+
+    def drop_caches(self) -> None:
+        """Nothing to drop: the Postgres backend keeps no vector cache in the process."""
+
+    # ------------------------------------------------------------------ admin (cross-user, explicit)
+    def users(self) -> list[tuple[str, str, int]]:
+        """(user_id, agent_id, memory count) for every scope with memories."""
+        with self.admin() as conn:
+            rows = conn.execute("SELECT user_id, agent_id, count(*) FROM memories "
+                                "GROUP BY user_id, agent_id ORDER BY user_id, agent_id").fetchall()
+        return [(u, a, int(n)) for u, a, n in rows]
+
+    def stats(self) -> dict[str, Any]:
+        """Counts by tier, source type, role, sensitivity and user; encoders; the last decisions."""
+        with self.admin() as conn:
+            q = conn.execute
+            out: dict[str, Any] = {"path": self.path, "backend": "postgresql",
+                                   "memories": int(q("SELECT count(*) FROM memories").fetchone()[0])}
+            for col in ("tier", "source_type", "active_role", "sensitivity", "user_id"):
+                out[f"by_{col}"] = {k: int(n) for k, n in q(f"SELECT {col}, count(*) FROM memories GROUP BY {col}")}
+            out["encoders"] = {k: int(n) for k, n in q("SELECT encoder_id, count(*) FROM vectors GROUP BY encoder_id")}
+            out["last_decisions"] = [json.loads(p) for (p,) in q(
+                "SELECT payload FROM decisions ORDER BY id DESC LIMIT 5").fetchall()]
+        return out
+
+    def forget_user(self, user_id: str, wait_s: float = 30.0) -> int:
+        """Delete everything of ``user_id`` in every table, then :meth:`scrub` (``VACUUM (FULL)``
+        and ``CHECKPOINT``). Returns the number of memories deleted.
+
+        Raises:
+            DeletionPendingError: the rows are deleted but the scrub could not run (the message says why).
+        """
+        with self.admin() as conn:
+            n = int(conn.execute("SELECT count(*) FROM memories WHERE user_id = %s", (user_id,)).fetchone()[0])
+            for table in ("recall_log", "decisions", "memories", "scopes"):  # cascades take the child tables
+                conn.execute(f"DELETE FROM {table} WHERE user_id = %s", (user_id,))
+        self.scrub(wait_s)
+        return n
+
+    def scrub(self, wait_s: float = 30.0) -> None:
+        """Rewrite every tenant table without its dead rows (``VACUUM (FULL)``: new files, old ones
+        unlinked) and ``CHECKPOINT``, so deleted content leaves the table files.
+
+        ``VACUUM (FULL)`` takes an exclusive lock per table while it rewrites it: other clients wait
+        (up to ``wait_s``, then this raises). WAL segments written before the checkpoint may still hold
+        the deleted rows until the server recycles and overwrites them (see the README).
+
+        Raises:
+            DeletionPendingError: a lock could not be had within ``wait_s``, or the user lacks the
+                privilege to ``CHECKPOINT`` (``pg_checkpoint`` role or superuser).
+        """
+        import psycopg
+
+        self.check_open()
+        with self._pool.connection() as conn:
+            try:
+                conn.execute(f"SET lock_timeout = {max(1, int(wait_s * 1000))}")
+                conn.execute(f"VACUUM (FULL) {', '.join(TENANT_TABLES)}")
+                conn.execute("CHECKPOINT")
+            except (psycopg.errors.LockNotAvailable, psycopg.errors.InsufficientPrivilege) as e:
+                raise DeletionPendingError(
+                    f"deleted, but the old bytes are still in the table files of {self.path}: "
+                    f"{e.diag.message_primary}; run store.scrub() again (as a user with pg_checkpoint) "
+                    "once long transactions end") from e
+            finally:
+                conn.execute("RESET lock_timeout")
+
+    def checkpoint(self, wait_s: float = 0.0, *, required: bool = False) -> bool:
+        """``CHECKPOINT`` (dirty pages to the table files). Returns whether it ran."""
+        import psycopg
+
+        self.check_open()
+        with self._pool.connection() as conn:
+            try:
+                conn.execute("CHECKPOINT")
+            except psycopg.errors.InsufficientPrivilege as e:
+                if required:
+                    raise DeletionPendingError(f"CHECKPOINT refused: {e.diag.message_primary}") from e
+                return False
+        return True
+
+    def stale_vectors(self, encoder_id: str) -> list[tuple[int, str]]:
+        """(rowid, record JSON) of every memory with no vector from ``encoder_id`` (for re-embedding)."""
+        with self.admin() as conn:
+            return [(int(r), str(j)) for r, j in conn.execute(
+                "SELECT m.rowid, m.record FROM memories m LEFT JOIN vectors v ON v.mem_rowid = m.rowid "
+                "WHERE v.encoder_id IS NULL OR v.encoder_id != %s ORDER BY m.rowid", (encoder_id,))]
+
+    def put_vectors(self, rows: list[tuple[int, bytes]], encoder_id: str, dim: int) -> None:
+        """Replace the vectors of these rowids in one transaction (re-embedding)."""
+        import numpy as np
+
+        self.ensure_vector_index(encoder_id, dim)
+        with self.admin() as conn, conn.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO vectors(mem_rowid, encoder_id, dim, vec, user_id, agent_id) "
+                "SELECT %s, %s, %s, %s, m.user_id, m.agent_id FROM memories m WHERE m.rowid = %s "
+                "ON CONFLICT (mem_rowid) DO UPDATE SET encoder_id = excluded.encoder_id, dim = excluded.dim, "
+                "vec = excluded.vec",
+                [(rowid, encoder_id, dim, np.frombuffer(vec, dtype=np.float32), rowid) for rowid, vec in rows])

@@ -1,0 +1,95 @@
+"""Filtered vector search over one scope of a PostgreSQL store, in one statement.
+
+A scope small enough (:data:`EXACT_MAX` writes) is scanned exactly *inside* the filter: the
+scope indexes find its rows, every distance is computed, the top ``pool`` kept — exact, as on
+SQLite. A larger scope uses the encoder's HNSW index (``ef_search`` sized to the pool) with the
+filter applied to what the index yields; if that leaves fewer than ``pool`` candidates while
+the filter admits more, it falls back to the exact scan, so a narrow filter never loses hits.
+Candidates are re-ranked exactly as on SQLite (:func:`runtime.store.ranking.score`), and only the
+``k`` records returned are parsed.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+from ...record.memir import RoleContext
+from ..filters import MemoryFilter
+from ..ranking import Hit, RankWeights, SearchResult, score
+from ..rows import READ_COLS, row_to_record
+from .tenant import PgTenant
+
+__all__ = ["EXACT_MAX", "search"]
+
+EXACT_MAX = 20_000
+"""Scopes with at most this many writes are searched exactly (``bench/bench_store.py --backend
+postgres`` measures where an exact scan stops being cheaper than the HNSW index)."""
+
+_COLS = f"m.rowid, m.id, m.confidence, m.half_life_s, m.event_time, m.active_role, m.sub_role, {READ_COLS}"
+
+
+def search(tenant: PgTenant, flt: MemoryFilter, now: datetime, q: np.ndarray, *, k: int, pool: int,
+           context: RoleContext | None, weights: RankWeights, exact: bool | None = None) -> SearchResult:
+    """Typed filter -> top-``pool`` by cosine (exact, or HNSW for large scopes) -> re-rank -> top ``k``.
+
+    ``exact``: force the exact scan (``True``) or the index (``False``); ``None`` chooses by scope size.
+    """
+    qv = np.asarray(q, np.float32)
+    with tenant.tx() as conn:
+        if exact is None:
+            exact = tenant.state().seq <= EXACT_MAX
+        rows = None if exact else _hnsw(tenant, conn, flt, now, qv, pool)
+        if rows is None:
+            rows = _exact(tenant, conn, flt, now, qv, pool)
+        missing = [int(r[0]) for r in rows if r[-1] is None]
+        if missing:  # rows of this scope without a vector of the store's encoder
+            tenant.raise_if_mismatched(conn, missing)
+            rows = [r for r in rows if r[-1] is not None]
+    if not rows:
+        return SearchResult([], [], [])
+    now_ts = now.timestamp()
+    scored = []
+    for raw_rank, r in enumerate(rows):
+        sim = -float(r[-1])  # <#> is the negative inner product; vectors are unit, so this is the cosine
+        _, _, conf, hl, ev, role, sub = r[:7]
+        scored.append((score(sim, conf, hl, ev, role, sub, now_ts, context, weights), ev, raw_rank, r))
+    scored.sort(key=lambda x: (-x[0].total, -x[0].similarity, -x[1]))  # ties: higher cosine, then newer
+    top = scored[:k]
+    hits = [Hit(row_to_record(*r[7:12]), sb, raw_rank) for sb, _, raw_rank, r in top]
+    raw = [(str(r[1]), -float(r[-1])) for r in rows]
+    return SearchResult(hits, [int(r[0]) for _, _, _, r in top], raw)
+
+
+def _exact(tenant: PgTenant, conn: Any, flt: MemoryFilter, now: datetime, q: np.ndarray,
+           pool: int) -> list[tuple[Any, ...]]:
+    """Exact top-``pool`` inside the filter (rows with no vector of this encoder sort first)."""
+    emb = tenant.db.embedder
+    where, params = flt.where(now, "%s")
+    t, tp = tenant.clause()
+    return conn.execute(
+        f"SELECT {_COLS}, v.vec <#> %s::vector AS d FROM memories m LEFT JOIN vectors v ON v.mem_rowid = m.rowid "
+        f"AND v.encoder_id = %s AND v.dim = %s WHERE {t} AND {where} ORDER BY d NULLS FIRST, m.rowid LIMIT %s",
+        [q, emb.encoder_id, emb.dim, *tp, *params, int(pool)]).fetchall()
+
+
+def _hnsw(tenant: PgTenant, conn: Any, flt: MemoryFilter, now: datetime, q: np.ndarray,
+          pool: int) -> list[tuple[Any, ...]] | None:
+    """Top-``pool`` through the HNSW index, or ``None`` when the filter left too few candidates
+    (the caller then scans exactly)."""
+    emb = tenant.db.embedder
+    dim = int(emb.dim)
+    where, params = flt.where(now, "%s")
+    t, tp = tenant.clause()
+    ef = min(1000, max(100, 4 * pool))
+    conn.execute(f"SET LOCAL hnsw.ef_search = {ef}")
+    rows = conn.execute(
+        f"SELECT {_COLS}, v.vec::vector({dim}) <#> %s::vector({dim}) AS d FROM vectors v "
+        f"JOIN memories m ON m.rowid = v.mem_rowid WHERE v.encoder_id = %s AND v.dim = {dim} AND {t} AND {where} "
+        f"ORDER BY v.vec::vector({dim}) <#> %s::vector({dim}) LIMIT %s",
+        [q, emb.encoder_id, *tp, *params, q, int(pool)]).fetchall()
+    if len(rows) >= pool:
+        return list(rows)
+    return None

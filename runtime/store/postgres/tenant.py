@@ -1,0 +1,363 @@
+"""One scope's rows in a PostgreSQL store: every statement that reads or writes them.
+
+A :class:`PgTenant` runs each call in a transaction of :meth:`PgDB.scoped`, which row-level
+security confines to ``(user_id, agent_id)``; every statement also carries the explicit tenant
+clause (so the planner uses the scope indexes, and isolation never rests on one mechanism alone).
+Search (:mod:`.search`), forgetting (:mod:`.forget`) and the decision log (:mod:`.decisions`) are
+built on this object.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+from ...errors import EncoderMismatchError, ValidationError
+from ...record.memir import Flag, MemIR
+from ..backend import ScopeRow
+from ..filters import MemoryFilter
+from ..rows import COLUMNS, N_COLUMNS, READ_COLS, body_json, record_to_row, row_to_record, ts
+from .db import PgDB
+
+__all__ = ["PgTenant", "vector_array"]
+
+_INSERT_MEMORY = f"INSERT INTO memories({COLUMNS}) VALUES ({','.join(['%s'] * N_COLUMNS)}) RETURNING rowid"
+
+
+def vector_array(v: Any) -> np.ndarray:
+    """A pgvector value as a float32 array (the adapter returns ``pgvector.Vector`` objects)."""
+    return np.asarray(v.to_numpy() if hasattr(v, "to_numpy") else v, dtype=np.float32)
+
+
+class PgTenant:
+    """Reads and writes of one ``(user_id, agent_id)`` scope of a PostgreSQL store."""
+
+    def __init__(self, db: PgDB, user_id: str, agent_id: str) -> None:
+        self.db = db
+        self.user_id = user_id
+        self.agent_id = agent_id
+
+    @contextmanager
+    def tx(self) -> Iterator[Any]:
+        """A transaction confined to this scope (nested uses join the outer one)."""
+        with self.db.scoped(self.user_id, self.agent_id) as conn:
+            yield conn
+
+    def clause(self, alias: str = "m") -> tuple[str, list[Any]]:
+        """The scope's SQL condition and parameters (row-level security enforces it as well)."""
+        return f"{alias}.user_id = %s AND {alias}.agent_id = %s", [self.user_id, self.agent_id]
+
+    # ------------------------------------------------------------------ per-scope state
+    def state(self) -> ScopeRow:
+        """The persisted state of the scope (defaults when it has never been written)."""
+        with self.tx() as conn:
+            row = conn.execute("SELECT seq, decision_seq, open_session, session_last_at FROM scopes "
+                               "WHERE user_id = %s AND agent_id = %s", (self.user_id, self.agent_id)).fetchone()
+        return ScopeRow(int(row[0]), int(row[1]), row[2], row[3]) if row else ScopeRow()
+
+    def set_session(self, session_id: str | None, last_at: float | None) -> None:
+        """Record the open session and the time of its latest event."""
+        with self.tx() as conn:
+            conn.execute("INSERT INTO scopes(user_id, agent_id, open_session, session_last_at) VALUES (%s,%s,%s,%s) "
+                         "ON CONFLICT (user_id, agent_id) DO UPDATE SET open_session = excluded.open_session, "
+                         "session_last_at = excluded.session_last_at",
+                         (self.user_id, self.agent_id, session_id, last_at))
+
+    # ------------------------------------------------------------------ writes
+    def insert(self, records: Sequence[MemIR], vectors: Sequence[np.ndarray], *, batch: bool = False,
+               session: tuple[str | None, float | None] | None = None) -> tuple[list[int], int]:
+        """Insert records with their unit vectors in one transaction (see ``SqliteTenant.insert``).
+
+        Returns:
+            ``(write steps of the records, writes since the scope's last retention decision)``.
+        """
+        import psycopg
+
+        def where(i: int, f: str) -> str:
+            return f"[{i}].{f}" if batch else f
+
+        def item(i: int) -> str:
+            return f"item {i}: " if batch else ""
+
+        ids: dict[str, int] = {}
+        for i, r in enumerate(records):
+            if r.id in ids:
+                raise ValidationError(f"{item(i)}id {r.id!r} repeats item {ids[r.id]} of this batch; ids must be "
+                                      "unique (omit id to get a fresh one)", field=where(i, "id"))
+            ids[r.id] = i
+        emb = self.db.embedder
+        self.db.ensure_vector_index(emb.encoder_id, emb.dim)
+        with self.tx() as conn:
+            refs = {p for r in records for p in r.provenance.derived_from}
+            refs |= {s for r in records if isinstance(s := r.metadata.attributes.get("supersedes"), str)}
+            refs -= set(ids)
+            found = self.existing_ids(sorted(refs)) if refs else set()
+            for i, r in enumerate(records):
+                lost = [p for p in r.provenance.derived_from if p not in found and p not in ids]
+                if lost:  # another user's id is indistinguishable from a missing one
+                    raise ValidationError(f"{item(i)}provenance.derived_from points at ids that do not exist in "
+                                          f"this scope: {lost}", field=where(i, "provenance.derived_from"))
+                sup = r.metadata.attributes.get("supersedes")
+                if isinstance(sup, str) and sup not in found and sup not in ids:
+                    raise ValidationError(f"{item(i)}supersedes {sup!r}, which is not a memory of this scope",
+                                          field=where(i, "supersedes"))
+            sid, last_at = session if session is not None else (None, None)
+            last, decided = conn.execute(
+                "INSERT INTO scopes AS s (user_id, agent_id, seq, open_session, session_last_at) "
+                "VALUES (%s,%s,%s,%s,%s) ON CONFLICT (user_id, agent_id) DO UPDATE SET seq = s.seq + excluded.seq, "
+                "open_session = CASE WHEN %s THEN excluded.open_session ELSE s.open_session END, "
+                "session_last_at = CASE WHEN %s THEN excluded.session_last_at ELSE s.session_last_at END "
+                "RETURNING seq, decision_seq",
+                (self.user_id, self.agent_id, len(records), sid, last_at, session is not None,
+                 session is not None)).fetchone()
+            first = int(last) - len(records) + 1
+            with conn.cursor() as cur:
+                try:
+                    cur.executemany(_INSERT_MEMORY, [record_to_row(r, first + j) for j, r in enumerate(records)],
+                                    returning=True)
+                except psycopg.errors.UniqueViolation as e:  # ids are unique store-wide; this reveals only "taken"
+                    dup = _duplicate_id(e, ids)
+                    j = ids.get(dup, 0) if dup is not None else 0
+                    raise ValidationError(f"{item(j)}id {dup!r} already exists; omit id to get a fresh one",
+                                          field=where(j, "id")) from e
+                rowids = []
+                while True:
+                    rowids.append(int(cur.fetchone()[0]))
+                    if not cur.nextset():
+                        break
+                tags = [(rowid, t) for rowid, r in zip(rowids, records) for t in r.metadata.tags]
+                parents = [(rowid, p) for rowid, r in zip(rowids, records) for p in r.provenance.derived_from]
+                links = [(rowid, s) for rowid, r in zip(rowids, records)
+                         if isinstance(s := r.metadata.attributes.get("supersedes"), str)]
+                if tags:
+                    cur.executemany("INSERT INTO memory_tags(mem_rowid, tag) VALUES (%s,%s) ON CONFLICT DO NOTHING",
+                                    tags)
+                if parents:
+                    cur.executemany("INSERT INTO memory_parents(mem_rowid, parent_id) VALUES (%s,%s) "
+                                    "ON CONFLICT DO NOTHING", parents)
+                if links:
+                    cur.executemany("INSERT INTO memory_links(mem_rowid, kind, target_id) VALUES (%s,'supersedes',%s) "
+                                    "ON CONFLICT DO NOTHING", links)
+                cur.executemany("INSERT INTO vectors(mem_rowid, encoder_id, dim, vec) VALUES (%s,%s,%s,%s)",
+                                [(rowid, emb.encoder_id, emb.dim, np.asarray(v, np.float32))
+                                 for rowid, v in zip(rowids, vectors)])
+        return list(range(first, first + len(records))), int(last) - int(decided)
+
+    def existing_ids(self, ids: Sequence[str]) -> set[str]:
+        """The subset of ``ids`` that exist in this scope."""
+        if not ids:
+            return set()
+        t, tp = self.clause()
+        with self.tx() as conn:
+            return {r[0] for r in conn.execute(f"SELECT m.id FROM memories m WHERE {t} AND m.id = ANY(%s)",
+                                               [*tp, list(ids)])}
+
+    def set_session_context(self, pairs: Sequence[tuple[str, np.ndarray]]) -> int:
+        """Store session-context feature rows by memory id (replacing earlier ones); returns rows stored."""
+        t, tp = self.clause()
+        n = 0
+        with self.tx() as conn:
+            for mid, row in pairs:
+                cur = conn.execute(
+                    f"INSERT INTO memory_context(mem_rowid, features) SELECT m.rowid, %s FROM memories m "
+                    f"WHERE {t} AND m.id = %s ON CONFLICT (mem_rowid) DO UPDATE SET features = excluded.features",
+                    [np.asarray(row, np.float64).tobytes(), *tp, mid])
+                n += cur.rowcount
+        return n
+
+    def session_context(self, ids: Sequence[str], width: int) -> np.ndarray:
+        """Session-context feature rows of ``ids`` (row-aligned; NaN where the session is still open)."""
+        out = np.full((len(ids), width), np.nan)
+        if not ids:
+            return out
+        pos = {m: i for i, m in enumerate(ids)}
+        t, tp = self.clause()
+        with self.tx() as conn:
+            for mid, blob in conn.execute(
+                    f"SELECT m.id, c.features FROM memory_context c JOIN memories m ON m.rowid = c.mem_rowid "
+                    f"WHERE {t} AND m.id = ANY(%s)", [*tp, list(ids)]):
+                row = np.frombuffer(blob, dtype=np.float64)
+                if row.shape[0] == width:
+                    out[pos[mid]] = row
+        return out
+
+    def mark_superseded(self, old_id: str, new_id: str, *, archive: bool) -> None:
+        """Flag ``old_id`` as superseded by ``new_id`` (and move it to the archive tier)."""
+        old = self.get(old_id)
+        if old is None:
+            return
+        flags = sorted(set(old.metadata.flags) | {Flag.superseded}, key=lambda f: f.value)
+        new = old.model_copy(update={"metadata": old.metadata.model_copy(update={"flags": flags})})
+        t, tp = self.clause()
+        tier = ", tier = 'archive'" if archive else ""
+        with self.tx() as conn:
+            conn.execute(f"UPDATE memories m SET record = %s, retention_reason = %s{tier} WHERE {t} AND m.id = %s",
+                         [body_json(new), f"superseded_by:{new_id}", *tp, old_id])
+
+    def touch(self, rowids: Sequence[int], now: datetime) -> None:
+        """Count one access for each row (recall's usage update; one statement, one commit)."""
+        if not rowids:
+            return
+        t, tp = self.clause()
+        with self.tx() as conn:
+            conn.execute(f"UPDATE memories m SET access_count = access_count + 1, last_accessed_at = %s "
+                         f"WHERE {t} AND m.rowid = ANY(%s)", [ts(now), *tp, [int(r) for r in rowids]])
+
+    # ------------------------------------------------------------------ reads
+    def get(self, memory_id: str) -> MemIR | None:
+        """The record with this id in this scope, or ``None`` (also for other scopes' ids)."""
+        t, tp = self.clause()
+        with self.tx() as conn:
+            row = conn.execute(f"SELECT {READ_COLS} FROM memories m WHERE {t} AND m.id = %s",
+                               [*tp, memory_id]).fetchone()
+        return None if row is None else row_to_record(*row)
+
+    def export(self) -> list[tuple[MemIR, np.ndarray | None, str | None]]:
+        """Every record of the scope (all tiers, expired included), oldest first, with its stored
+        vector and the id of the encoder that made it."""
+        t, tp = self.clause()
+        with self.tx() as conn:
+            rows = conn.execute(
+                f"SELECT {READ_COLS}, v.vec, v.encoder_id FROM memories m "
+                f"LEFT JOIN vectors v ON v.mem_rowid = m.rowid WHERE {t} ORDER BY m.seq, m.rowid", tp).fetchall()
+        return [(row_to_record(*r[:5]), None if r[5] is None else vector_array(r[5]), r[6]) for r in rows]
+
+    def expired_ids(self, now: datetime, tier: str = "archive") -> list[str]:
+        """Ids of the scope's memories in ``tier`` whose TTL (``expires_at``) has passed at ``now``."""
+        t, tp = self.clause()
+        with self.tx() as conn:
+            return [r[0] for r in conn.execute(
+                f"SELECT m.id FROM memories m WHERE {t} AND m.expires_at IS NOT NULL AND m.expires_at <= %s "
+                f"AND m.tier = %s", [*tp, now.timestamp(), tier])]
+
+    def tier_of(self, memory_id: str) -> str | None:
+        """``working`` / ``archive``, or ``None`` if the id is not in this scope."""
+        t, tp = self.clause()
+        with self.tx() as conn:
+            row = conn.execute(f"SELECT tier FROM memories m WHERE {t} AND m.id = %s", [*tp, memory_id]).fetchone()
+        return None if row is None else str(row[0])
+
+    def select(self, flt: MemoryFilter, now: datetime, limit: int | None = None) -> list[MemIR]:
+        """Records passing ``flt``, in write order."""
+        where, params = flt.where(now, "%s")
+        t, tp = self.clause()
+        lim = "" if limit is None else f" LIMIT {int(limit)}"
+        with self.tx() as conn:
+            rows = conn.execute(f"SELECT {READ_COLS} FROM memories m WHERE {t} AND {where} ORDER BY m.seq, m.rowid"
+                                f"{lim}", tp + params).fetchall()
+        return [row_to_record(*r) for r in rows]
+
+    def count(self, flt: MemoryFilter, now: datetime) -> int:
+        """How many records pass ``flt``."""
+        where, params = flt.where(now, "%s")
+        t, tp = self.clause()
+        with self.tx() as conn:
+            return int(conn.execute(f"SELECT count(*) FROM memories m WHERE {t} AND {where}", tp + params).fetchone()[0])
+
+    def with_vectors(self, flt: MemoryFilter, now: datetime) -> tuple[list[MemIR], np.ndarray, np.ndarray]:
+        """(records, unit vectors, write steps) of the rows passing ``flt``, in write order.
+
+        Rows embedded by another encoder raise :class:`EncoderMismatchError`; rows deleted by another
+        client in between are simply absent.
+        """
+        emb = self.db.embedder
+        where, params = flt.where(now, "%s")
+        t, tp = self.clause()
+        with self.tx() as conn:
+            rows = conn.execute(
+                f"SELECT {READ_COLS}, m.rowid, m.seq, v.vec FROM memories m LEFT JOIN vectors v "
+                f"ON v.mem_rowid = m.rowid AND v.encoder_id = %s AND v.dim = %s WHERE {t} AND {where} "
+                f"ORDER BY m.seq, m.rowid", [emb.encoder_id, emb.dim, *tp, *params]).fetchall()
+            missing = [int(r[5]) for r in rows if r[7] is None]
+            if missing:
+                self.raise_if_mismatched(conn, missing)
+                rows = [r for r in rows if r[7] is not None]
+        recs = [row_to_record(*r[:5]) for r in rows]
+        seqs = np.array([r[6] for r in rows], dtype=np.int64)
+        mat = (np.vstack([vector_array(r[7]) for r in rows]) if rows
+               else np.zeros((0, emb.dim), np.float32))
+        return recs, mat, seqs
+
+    def raise_if_mismatched(self, conn: Any, rowids: Sequence[int]) -> None:
+        """Raise :class:`EncoderMismatchError` if any of ``rowids`` still exists with a vector from
+        another encoder (rows that no longer exist were deleted concurrently: not an error)."""
+        emb = self.db.embedder
+        t, tp = self.clause()
+        others = conn.execute(
+            f"SELECT coalesce(v.encoder_id, '<none>'), count(*) FROM memories m LEFT JOIN vectors v "
+            f"ON v.mem_rowid = m.rowid WHERE {t} AND m.rowid = ANY(%s) "
+            f"AND (v.encoder_id IS NULL OR v.encoder_id != %s OR v.dim != %s) GROUP BY 1",
+            [*tp, list(rowids), emb.encoder_id, emb.dim]).fetchall()
+        if others:
+            raise EncoderMismatchError(
+                f"memories in this scope were embedded by {dict((k, int(n)) for k, n in others)}, but the store now "
+                f"uses {emb.encoder_id!r}; run `memir reembed URL` (or store.reembed()) to re-encode them")
+
+    def recent_vectors(self, n: int) -> np.ndarray:
+        """Unit vectors of the scope's ``n`` most recent writes, any tier, oldest first
+        (placeholders excluded: they are not what the conversation was about)."""
+        emb = self.db.embedder
+        t, tp = self.clause()
+        with self.tx() as conn:
+            rows = conn.execute(
+                f"SELECT v.vec FROM memories m JOIN vectors v ON v.mem_rowid = m.rowid AND v.encoder_id = %s "
+                f"AND v.dim = %s WHERE {t} AND NOT ((m.record::jsonb -> 'metadata' -> 'flags') ? 'placeholder') "
+                f"ORDER BY m.seq DESC, m.rowid DESC LIMIT %s", [emb.encoder_id, emb.dim, *tp, int(n)]).fetchall()
+        if not rows:
+            return np.zeros((0, emb.dim), np.float32)
+        return np.vstack([vector_array(r[0]) for r in reversed(rows)])
+
+    def working_count(self) -> int:
+        """Memories in working memory (for the fill watermark)."""
+        t, tp = self.clause()
+        with self.tx() as conn:
+            return int(conn.execute(f"SELECT count(*) FROM memories m WHERE {t} AND m.tier = 'working'",
+                                    tp).fetchone()[0])
+
+    def versions(self, memory_id: str) -> list[str]:
+        """Every version of ``memory_id``'s fact linked by ``supersedes``, oldest first."""
+        t, tp = self.clause()
+        seen = {memory_id}
+        frontier = [memory_id]
+        with self.tx() as conn:
+            while frontier:
+                newer = conn.execute(
+                    f"SELECT m.id FROM memory_links l JOIN memories m ON m.rowid = l.mem_rowid "
+                    f"WHERE l.kind = 'supersedes' AND {t} AND l.target_id = ANY(%s)", [*tp, frontier]).fetchall()
+                older = conn.execute(
+                    f"SELECT l.target_id FROM memory_links l JOIN memories m ON m.rowid = l.mem_rowid "
+                    f"WHERE l.kind = 'supersedes' AND {t} AND m.id = ANY(%s)", [*tp, frontier]).fetchall()
+                frontier = [x for (x,) in newer + older if x not in seen]
+                seen.update(frontier)
+            order = conn.execute(f"SELECT m.id FROM memories m WHERE {t} AND m.id = ANY(%s) ORDER BY m.seq, m.rowid",
+                                 [*tp, sorted(seen)]).fetchall()
+        return [x for (x,) in order]
+
+    # ------------------------------------------------------------------ recall log
+    def log_recall(self, payload: dict[str, Any], at: datetime) -> None:
+        """Append one explained recall to the scope's log."""
+        with self.tx() as conn:
+            conn.execute("INSERT INTO recall_log(at, payload) VALUES (%s,%s)", (at.timestamp(), json.dumps(payload)))
+
+    def recall_log(self, limit: int) -> list[dict[str, Any]]:
+        """The scope's most recent explained recalls, newest first."""
+        t, tp = self.clause("r")
+        with self.tx() as conn:
+            rows = conn.execute(f"SELECT payload FROM recall_log r WHERE {t} ORDER BY id DESC LIMIT %s",
+                                [*tp, int(limit)]).fetchall()
+        return [json.loads(p) for (p,) in rows]
+
+
+def _duplicate_id(e: Exception, ids: dict[str, int]) -> str | None:
+    """The id a unique violation names (``Key (id)=(x) already exists.``), if it is one of ``ids``."""
+    detail = getattr(getattr(e, "diag", None), "message_detail", None) or ""
+    head, sep, rest = detail.partition("(id)=(")
+    if not sep:
+        return None
+    value = rest.rsplit(") already exists", 1)[0]
+    return value if value in ids else None

@@ -55,6 +55,7 @@ from .errors import (
     ValidationError,
 )
 from .install import DIST
+from .store.location import is_postgres_url, redact_url
 
 __all__ = ["EXIT", "CliError", "build_parser", "main"]
 
@@ -97,12 +98,14 @@ def _kv(d: dict[str, Any], keys: Sequence[str]) -> str:
 
 # ---------------------------------------------------------------------------------------------- store access
 
-def _open_store(path: Path, create: bool) -> Any:
+def _open_store(path: Path | str, create: bool) -> Any:
     from .store import MemoryStore
     return MemoryStore.open(path, create=create)
 
 
 def _store(a: argparse.Namespace, *, create: bool = False) -> Any:
+    if is_postgres_url(a.db):  # the server says whether the store exists (NotFoundError without --create)
+        return _open_store(a.db, create)
     p = Path(a.db)
     if not p.exists() and not create:
         raise CliError("missing", f"no store at {p}",
@@ -117,7 +120,7 @@ def _scope(store: Any, a: argparse.Namespace) -> Any:
     known = {(u, ag): n for u, ag, n in store.admin_users()}
     if (a.user, a.agent) not in known:
         users = sorted(f"{u}/{ag}" for u, ag in known)[:8]
-        raise CliError("unknown", f"no user {a.user!r} (agent {a.agent!r}) in {a.db}",
+        raise CliError("unknown", f"no user {a.user!r} (agent {a.agent!r}) in {store.path}",
                        f"known user/agent pairs: {', '.join(users) or 'none (the store is empty)'}")
     return store.scope(user_id=a.user, agent_id=a.agent)
 
@@ -152,7 +155,7 @@ def cmd_inspect(a: argparse.Namespace) -> int:
 
         def lines() -> list[str]:
             total = sum(n for _, _, n in users)
-            out = [f"{a.db}: {total} memories in {len(users)} scope(s)"]
+            out = [f"{redact_url(a.db)}: {total} memories in {len(users)} scope(s)"]
             for key in ("by_tier", "by_source_type", "by_dialog_role", "by_sensitivity", "encoders"):
                 if stats.get(key):
                     out.append(f"  {key.replace('by_', '').replace('_', ' ')}: "
@@ -169,7 +172,7 @@ def cmd_inspect(a: argparse.Namespace) -> int:
                            f"{d.get('n_items')}, archived {len(d.get('archived', []))}, deleted "
                            f"{len(d.get('deleted', []))}")
             if stats.get("last_decisions"):
-                out.append(f"  explain one: memir explain {a.db} DECISION_ID")
+                out.append(f"  explain one: memir explain {redact_url(a.db)} DECISION_ID")
             return out
 
         _emit(a, stats, lines())
@@ -197,7 +200,7 @@ def cmd_retain(a: argparse.Namespace) -> int:
                 for mid, item in d.items.items():
                     out.append(f"  {_s(item.action):<8} {mid}  utility {item.utility:.4f}  {_s(item.reason)}")
             else:
-                out.append(f"  per-memory actions and reasons: --verbose; explain one: memir explain {a.db} ID")
+                out.append(f"  per-memory actions and reasons: --verbose; explain one: memir explain {redact_url(a.db)} ID")
             return out
 
         _emit(a, d.model_dump(mode="json"), lines())
@@ -210,7 +213,7 @@ def cmd_explain(a: argparse.Namespace) -> int:
         if a.user is not None:
             pairs = [(a.user, a.agent)] if (a.user, a.agent) in pairs else []
             if not pairs:
-                raise CliError("unknown", f"no user {a.user!r} (agent {a.agent!r}) in {a.db}",
+                raise CliError("unknown", f"no user {a.user!r} (agent {a.agent!r}) in {store.path}",
                                "drop --user to search every scope")
         for u, ag in pairs:  # admin path: find the scope that holds the id
             scope = store.scope(user_id=u, agent_id=ag)
@@ -233,7 +236,7 @@ def cmd_explain(a: argparse.Namespace) -> int:
                 if a.verbose else [f"  {len(e.history)} decision(s) about it (--verbose lists them)"])
             _emit(a, e.model_dump(mode="json"), text)
             return 0
-    raise CliError("unknown", f"no memory or decision {a.id!r} in {a.db}",
+    raise CliError("unknown", f"no memory or decision {a.id!r} in {redact_url(a.db)}",
                    "ids are listed by `memir inspect` (decisions) and `memir snapshot` (memories)")
 
 
@@ -329,7 +332,8 @@ def build_parser() -> argparse.ArgumentParser:
         return sp
 
     def db(sp: argparse.ArgumentParser) -> None:
-        sp.add_argument("db", help="the store file (e.g. agent.sqlite); it must exist")
+        sp.add_argument("db", help="the store: a file (e.g. agent.sqlite), or a PostgreSQL URL "
+                                      "(postgresql://user@host/db); it must exist")
 
     def who(sp: argparse.ArgumentParser, required: bool) -> None:
         sp.add_argument("--user", required=required, default=None, help="user id (e.g. --user u42)")

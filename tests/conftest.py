@@ -7,6 +7,7 @@ import sys
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -33,6 +34,7 @@ from runtime.record import (  # noqa: E402
     SourceType,
     Usage,
 )
+from tests.pg import PgServer, is_url, start_server, stored_bytes  # noqa: E402
 
 EMBED_DIM = 64
 NOW = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
@@ -54,15 +56,52 @@ def now() -> datetime:
     return NOW
 
 
+BACKENDS = ("sqlite", "postgres")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Every test that uses a store (``make_store``, ``store``, ``store_target``) runs on both
+    backends, ``[sqlite]`` and ``[postgres]``, unless marked ``sqlite_only``."""
+    if "backend" in metafunc.fixturenames:
+        only = metafunc.definition.get_closest_marker("sqlite_only")
+        metafunc.parametrize("backend", ["sqlite"] if only else list(BACKENDS))
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PgServer]:
+    """The PostgreSQL server of this test session (started on first use; see tests/pg.py)."""
+    yield from start_server()
+
+
 @pytest.fixture
-def make_store(tmp_path: Path, embedder: HashEmbedder) -> Iterator[Callable[..., MemoryStore]]:
-    """Factory: ``make_store(name="mem.sqlite", config=None, embedder=None)`` opens a store file in
-    ``tmp_path``; every store opened through it is closed at teardown."""
+def store_target(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Callable[[str], Any]]:
+    """``store_target(name)``: where a store called ``name`` lives on this test's backend — a file
+    in ``tmp_path`` (SQLite), or a fresh database's URL (PostgreSQL; the same name, the same
+    database, within one test)."""
+    if backend == "sqlite":
+        yield lambda name="mem.sqlite": tmp_path / name
+        return
+    server: PgServer = request.getfixturevalue("pg_server")
+    urls: dict[str, str] = {}
+
+    def _target(name: str = "mem.sqlite") -> str:
+        if name not in urls:
+            urls[name] = server.fresh()
+        return urls[name]
+
+    yield _target
+    server.drop_all()
+
+
+@pytest.fixture
+def make_store(store_target: Callable[[str], Any], embedder: HashEmbedder) -> Iterator[Callable[..., MemoryStore]]:
+    """Factory: ``make_store(name="mem.sqlite", config=None, embedder=None)`` opens a store on this
+    test's backend (see ``store_target``); every store opened through it is closed at teardown."""
     opened: list[MemoryStore] = []
 
     def _make(name: str = "mem.sqlite", *, config: StoreConfig | None = None,
               embedder: HashEmbedder | None = None) -> MemoryStore:
-        st = MemoryStore.open(tmp_path / name, embedder=embedder or _default, config=config)
+        st = MemoryStore.open(store_target(name), embedder=embedder or _default, config=config)
         opened.append(st)
         return st
 
@@ -74,7 +113,8 @@ def make_store(tmp_path: Path, embedder: HashEmbedder) -> Iterator[Callable[...,
 
 @pytest.fixture
 def store(make_store: Callable[..., MemoryStore]) -> MemoryStore:
-    """A fresh file-backed store (``tmp_path/mem.sqlite``, WAL) with ``HashEmbedder(dim=64)``."""
+    """A fresh store with ``HashEmbedder(dim=64)``: ``tmp_path/mem.sqlite`` (WAL), or a fresh
+    PostgreSQL database."""
     return make_store()
 
 
@@ -84,8 +124,11 @@ def unit_vectors(rng: np.random.Generator, n: int, dim: int = EMBED_DIM) -> np.n
     return x / np.linalg.norm(x, axis=1, keepdims=True)
 
 
-def file_bytes(db_path: Path) -> dict[str, bytes]:
-    """Raw bytes of a SQLite file and its ``-wal``/``-shm`` companions (those that exist)."""
+def file_bytes(db_path: str | Path) -> dict[str, bytes]:
+    """Raw bytes of a store: an SQLite file and its ``-wal``/``-shm`` companions (those that
+    exist), or every table file of a PostgreSQL store's database (``tests/pg.py``)."""
+    if is_url(db_path):
+        return stored_bytes(str(db_path))
     out = {}
     for suffix in ("", "-wal", "-shm", "-journal"):
         p = Path(str(db_path) + suffix)
@@ -96,7 +139,7 @@ def file_bytes(db_path: Path) -> dict[str, bytes]:
 
 # ---------------------------------------------------------------- hypothesis strategies for MemIR
 ids = st.from_regex(r"[A-Za-z0-9_.:@\-]{1,24}", fullmatch=True)
-labels = st.text(min_size=1, max_size=24).map(str.strip).filter(bool)
+labels = st.text(min_size=1, max_size=24).map(str.strip).filter(lambda s: bool(s) and "\x00" not in s)
 # Timezones: naive (taken as UTC), UTC and two offsets, so normalisation to UTC is exercised.
 zones = st.sampled_from([None, UTC, timezone(timedelta(hours=5, minutes=30)),
                          timezone(timedelta(hours=-8))])

@@ -48,7 +48,15 @@ SCHEMA_VERSION: Literal[1] = 1
 # automaton ~40x costlier to build (7 ms per field, paid at import for every Id field).
 ID_PATTERN = r"^[A-Za-z0-9_.:@\-]+$"
 Id = Annotated[str, StringConstraints(pattern=ID_PATTERN, max_length=128)]
-Label = Annotated[str, StringConstraints(min_length=1, max_length=128, strip_whitespace=True)]
+# Labels are free text, but never a NUL: no text column of either backend can hold one (PostgreSQL
+# refuses it outright), so it is refused here, by name, instead of failing deep in a write.
+def _no_nul(v: str) -> str:
+    if "\x00" in v:
+        raise ValueError("must not contain NUL characters")
+    return v
+
+
+Label = Annotated[str, StringConstraints(min_length=1, max_length=128, strip_whitespace=True), AfterValidator(_no_nul)]
 
 
 def utcnow() -> datetime:

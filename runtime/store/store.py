@@ -33,18 +33,14 @@ from ..retention.policy import RetentionPolicy
 from . import dumps
 from .backend import StoreBackend
 from .config import StoreConfig
+from .location import is_postgres_url
 from .scope import Scope
 from .services import StoreServices
 from .sqlite.backend import SqliteStore
 
-__all__ = ["MemoryStore", "StoreConfig", "is_postgres_url"]
+__all__ = ["MemoryStore", "StoreConfig"]
 
 _ID = TypeAdapter(Id)
-
-
-def is_postgres_url(target: object) -> bool:
-    """Whether ``target`` names a PostgreSQL store (``postgresql://…`` or ``postgres://…``)."""
-    return isinstance(target, str) and target.startswith(("postgresql://", "postgres://"))
 
 
 def _default_embedder() -> Embedder:

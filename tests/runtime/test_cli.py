@@ -61,10 +61,11 @@ def test_version_and_console_script() -> None:
 
 
 @pytest.fixture
-def db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def db(store_target, monkeypatch: pytest.MonkeyPatch) -> Path:  # type: ignore[no-untyped-def]
+    """A store with two users, as a file or a PostgreSQL URL (the CLI takes either)."""
     monkeypatch.setattr(cli, "_open_store", lambda path, create: MemoryStore.open(path, embedder=HashEmbedder(64),
                                                                                    create=create))
-    path = tmp_path / "agent.sqlite"
+    path = store_target("agent.sqlite")
     with MemoryStore.open(path, embedder=HashEmbedder(64)) as store:
         s = store.scope(user_id="u42")
         s.write("Always answer in French", flags=["core_instruction"])

@@ -15,23 +15,13 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Self
-from urllib.parse import urlsplit, urlunsplit
 
 from ...encoders.base import Embedder
 from ...errors import DeletionPendingError, MissingDependencyError, ValidationError
+from ..location import redact_url
 from .schema import APP_ROLE, TENANT_TABLES, hnsw_index_sql, migrate
 
-__all__ = ["PgDB", "redact_url"]
-
-
-def redact_url(url: str) -> str:
-    """The URL without its password (for messages and ``store.path``)."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    netloc = f"{parts.username}:***@{host}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit(parts._replace(netloc=netloc))
+__all__ = ["PgDB"]
 
 
 class PgDB:

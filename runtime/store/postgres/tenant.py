@@ -117,13 +117,14 @@ class PgTenant:
                  session is not None)).fetchone()
             first = int(last) - len(records) + 1
             with conn.cursor() as cur:
+                rows = [record_to_row(r, first + j) for j, r in enumerate(records)]
+                conn.execute("SAVEPOINT memir_insert")
                 try:
-                    cur.executemany(_INSERT_MEMORY, [record_to_row(r, first + j) for j, r in enumerate(records)],
-                                    returning=True)
+                    cur.executemany(_INSERT_MEMORY, rows, returning=True)
                 except psycopg.errors.UniqueViolation as e:  # ids are unique store-wide; this reveals only "taken"
-                    dup = _duplicate_id(e, ids)
-                    j = ids.get(dup, 0) if dup is not None else 0
-                    raise ValidationError(f"{item(j)}id {dup!r} already exists; omit id to get a fresh one",
+                    conn.execute("ROLLBACK TO SAVEPOINT memir_insert")
+                    j = _first_duplicate(conn, rows)
+                    raise ValidationError(f"{item(j)}id {records[j].id!r} already exists; omit id to get a fresh one",
                                           field=where(j, "id")) from e
                 rowids = []
                 while True:
@@ -353,11 +354,17 @@ class PgTenant:
         return [json.loads(p) for (p,) in rows]
 
 
-def _duplicate_id(e: Exception, ids: dict[str, int]) -> str | None:
-    """The id a unique violation names (``Key (id)=(x) already exists.``), if it is one of ``ids``."""
-    detail = getattr(getattr(e, "diag", None), "message_detail", None) or ""
-    head, sep, rest = detail.partition("(id)=(")
-    if not sep:
-        return None
-    value = rest.rsplit(") already exists", 1)[0]
-    return value if value in ids else None
+def _first_duplicate(conn: Any, rows: list[tuple[Any, ...]]) -> int:
+    """Index of the first row whose id is taken (inserted one at a time, each undone; another
+    scope's rows are invisible under row-level security, so the unique index is the only witness)."""
+    import psycopg
+
+    for j, row in enumerate(rows):
+        conn.execute("SAVEPOINT memir_probe")
+        try:
+            conn.execute(_INSERT_MEMORY, row)
+        except psycopg.errors.UniqueViolation:
+            conn.execute("ROLLBACK TO SAVEPOINT memir_probe")
+            return j
+        conn.execute("ROLLBACK TO SAVEPOINT memir_probe")
+    return 0

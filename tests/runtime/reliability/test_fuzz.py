@@ -6,6 +6,7 @@ errors (``MemirError``) — never anything else — and the scope stays usable a
 from __future__ import annotations
 
 import math
+import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -118,10 +119,10 @@ def _run(store: MemoryStore, me: Any, known: dict[str, str], call: tuple[Any, ..
                                                                        HealthCheck.too_slow,
                                                                        HealthCheck.data_too_large])
 @given(batch=st.lists(calls, min_size=CALLS_PER_EXAMPLE, max_size=CALLS_PER_EXAMPLE))
-def test_every_call_succeeds_or_raises_a_typed_error(tmp_path_factory: pytest.TempPathFactory,
+def test_every_call_succeeds_or_raises_a_typed_error(tmp_path_factory: pytest.TempPathFactory, store_target: Any,
                                                      batch: list[tuple[Any, ...]]) -> None:
     tmp = tmp_path_factory.mktemp("fuzz")
-    store = MemoryStore.open(tmp / "m.sqlite", embedder=HashEmbedder(dim=64, seed=0),
+    store = MemoryStore.open(store_target(f"fuzz-{uuid.uuid4().hex}.sqlite"), embedder=HashEmbedder(dim=64, seed=0),
                              config=StoreConfig(scrub_wait_s=1))
     me = store.scope(user_id="alice", agent_id="a")
     other = store.scope(user_id="bob", agent_id="a").write("bob's private note")

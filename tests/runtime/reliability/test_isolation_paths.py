@@ -7,6 +7,7 @@ nothing of bob's."""
 from __future__ import annotations
 
 import json
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -64,9 +65,9 @@ def _reads(s: Any, words: list[str]) -> list[Any]:
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(n_a=st.integers(1, 12), n_b=st.integers(1, 12), words=st.permutations(WORDS))
-def test_no_public_read_returns_another_users_memory(tmp_path_factory: pytest.TempPathFactory, n_a: int, n_b: int,
+def test_no_public_read_returns_another_users_memory(store_target: Any, n_a: int, n_b: int,
                                                      words: list[str]) -> None:
-    path = tmp_path_factory.mktemp("iso") / "m.sqlite"
+    path = store_target(f"iso-{uuid.uuid4().hex}.sqlite")  # a fresh store per example
     store = MemoryStore.open(path, embedder=HashEmbedder(dim=64, seed=0))
     a = _populate(store, "alice", "ALPHAMARK", list(words), n_a)
     b = _populate(store, "bob", "BRAVOMARK", list(words), n_b)
@@ -90,10 +91,10 @@ def test_no_public_read_returns_another_users_memory(tmp_path_factory: pytest.Te
 
 
 @pytest.fixture
-def cli_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, dict[str, Any], dict[str, Any]]:
+def cli_store(store_target: Any, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, dict[str, Any], dict[str, Any]]:
     monkeypatch.setattr(cli, "_open_store", lambda path, create: MemoryStore.open(
         path, embedder=HashEmbedder(dim=64, seed=0), create=create))
-    path = tmp_path / "m.sqlite"
+    path = store_target("m.sqlite")
     store = MemoryStore.open(path, embedder=HashEmbedder(dim=64, seed=0))
     a = _populate(store, "alice", "ALPHAMARK", WORDS, 8)
     b = _populate(store, "bob", "BRAVOMARK", WORDS, 8)

@@ -17,8 +17,8 @@ from runtime.scoring import FakeScorer
 
 
 @pytest.fixture
-def scope(tmp_path: Path):  # type: ignore[no-untyped-def]
-    with MemoryStore.open(tmp_path / "r.sqlite", embedder=HashEmbedder(64)) as store:
+def scope(store_target):  # type: ignore[no-untyped-def]
+    with MemoryStore.open(store_target("r.sqlite"), embedder=HashEmbedder(64)) as store:
         yield store.scope(user_id="alice")
 
 
@@ -160,8 +160,8 @@ def test_token_budget(scope) -> None:  # type: ignore[no-untyped-def]
     assert set(d.kept) == {s.id for s in short}
 
 
-def test_triggers_run_retention_by_themselves(tmp_path: Path) -> None:
-    with MemoryStore.open(tmp_path / "t.sqlite", embedder=HashEmbedder(64)) as store:
+def test_triggers_run_retention_by_themselves(store_target) -> None:  # type: ignore[no-untyped-def]
+    with MemoryStore.open(store_target("t.sqlite"), embedder=HashEmbedder(64)) as store:
         every = store.scope(user_id="a", policy=RetentionPolicy(
             capacity=2, scorer=FakeScorer(default=0.5), triggers=Triggers(every_n_writes=3)))
         for i in range(7):
@@ -242,8 +242,8 @@ def test_a_correction_alone_wins_at_capacity_one(scope) -> None:  # type: ignore
         scope.write("x", supersedes="mem_nope")
 
 
-def test_empty_ruleset_and_isolation_of_decisions(tmp_path: Path) -> None:
-    with MemoryStore.open(tmp_path / "x.sqlite", embedder=HashEmbedder(64)) as store:
+def test_empty_ruleset_and_isolation_of_decisions(store_target) -> None:  # type: ignore[no-untyped-def]
+    with MemoryStore.open(store_target("x.sqlite"), embedder=HashEmbedder(64)) as store:
         a, b = store.scope(user_id="a"), store.scope(user_id="b")
         ra = [a.write(f"a {i}") for i in range(4)]
         b.write("b only")
@@ -254,7 +254,8 @@ def test_empty_ruleset_and_isolation_of_decisions(tmp_path: Path) -> None:
 
 def test_a_failing_decision_applies_nothing(scope, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """Candidates, archiving and the decision record are one transaction."""
-    import runtime.store.sqlite.decisions as rt
+    import runtime.store.postgres.decisions as pg_decisions
+    import runtime.store.sqlite.decisions as sqlite_decisions
 
     for i in range(5):
         scope.write(f"note {i}")
@@ -263,7 +264,8 @@ def test_a_failing_decision_applies_nothing(scope, monkeypatch) -> None:  # type
     def boom(*a, **k):  # type: ignore[no-untyped-def]
         raise RuntimeError("disk full while recording the decision")
 
-    monkeypatch.setattr(rt, "_record", boom)
+    for backend in (sqlite_decisions, pg_decisions):  # whichever this store runs on
+        monkeypatch.setattr(backend, "_record", boom)
     with pytest.raises(RuntimeError):
         scope.retain(capacity=2, scorer=FakeScorer(default=0.5), candidates=["a new candidate"])
     assert {(r.id, r.content) for r in scope.list(tier="any")} == before  # nothing archived, nothing added

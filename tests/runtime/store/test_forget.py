@@ -4,8 +4,6 @@ provenance chains explainable (redacted placeholder) or remove them whole (delet
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 from conftest import file_bytes
@@ -14,7 +12,7 @@ from runtime import Flag, MemoryStore
 from runtime.errors import NotFoundError, ValidationError
 
 
-def assert_absent(db: Path, needles: dict[str, bytes]) -> None:
+def assert_absent(db: str, needles: dict[str, bytes]) -> None:
     files = file_bytes(db)
     assert files, "no database files found"
     for fname, blob in files.items():
@@ -22,13 +20,13 @@ def assert_absent(db: Path, needles: dict[str, bytes]) -> None:
             assert needle not in blob, f"{what} still present in {fname}"
 
 
-def assert_present(db: Path, needle: bytes) -> None:
+def assert_present(db: str, needle: bytes) -> None:
     """Positive control: the scan does see data that should be there."""
     assert any(needle in blob for blob in file_bytes(db).values())
 
 
 def test_forget_user_leaves_no_trace_in_the_file_wal_or_shm(store: MemoryStore) -> None:
-    db = Path(store.path)
+    db = store.path
     victim = store.scope(user_id="victim-7f3a")
     other_agent = store.scope(user_id="victim-7f3a", agent_id="helper")
     bystander = store.scope(user_id="bystander")
@@ -66,7 +64,7 @@ def test_forget_user_leaves_no_trace_in_the_file_wal_or_shm(store: MemoryStore) 
 
 
 def test_forget_delete_cascades_to_descendants_and_scrubs(store: MemoryStore) -> None:
-    db = Path(store.path)
+    db = store.path
     me = store.scope(user_id="alice")
     root = me.write("ROOTMARKER the root observation")
     child = me.write("CHILDMARKER inferred from root", derived_from=[root.id], source_type="derived_inference")
@@ -84,7 +82,7 @@ def test_forget_delete_cascades_to_descendants_and_scrubs(store: MemoryStore) ->
 
 
 def test_forget_redact_leaves_a_placeholder_that_keeps_the_chain(store: MemoryStore) -> None:
-    db = Path(store.path)
+    db = store.path
     me = store.scope(user_id="alice")
     root = me.write("ROOTSECRETWORD the user's old address is 12 Elm Street", tags=["ROOTTAG"],
                     session_id="s1", sub_role="travel", attributes={"k": "ROOTATTR"})

@@ -5,6 +5,7 @@ model of the filter semantics)."""
 
 from __future__ import annotations
 
+import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -116,15 +117,15 @@ def passes(r: MemIR, f: dict[str, Any]) -> bool:
 @given(specs=st.lists(memory_specs(), min_size=1, max_size=30),
        forget_some=st.lists(st.integers(0, 29), max_size=3), data=st.data())
 def test_random_workloads_never_cross_scopes_and_always_honour_filters(
-        tmp_path_factory: pytest.TempPathFactory, specs: list[dict[str, Any]], forget_some: list[int],
+        store_target: Any, specs: list[dict[str, Any]], forget_some: list[int],
         data: st.DataObject) -> None:
     # since/until mostly *at* a record's event time: the >= / < boundaries are where bugs live
     used = sorted({s["fields"]["timestamp"] for s in specs if s["fields"]["timestamp"] is not None})
     bounds = (st.sampled_from(used) | times) if used else times
     flts = data.draw(st.lists(filters(bounds), min_size=1, max_size=4), label="filters")
-    path = tmp_path_factory.mktemp("iso") / "mem.sqlite"
+    path = store_target(f"iso-{uuid.uuid4().hex}.sqlite")  # a fresh store per example
     emb = HashEmbedder(dim=32)
-    # Two store objects on the same file: writes through one, reads through both (WAL + caches).
+    # Two store objects on the same store: writes through one, reads through both (WAL + caches on SQLite).
     with MemoryStore.open(path, embedder=emb, config=StoreConfig(annotate=AssemblerConfig(record=RecordConfig(redact=False)))) as w, \
             MemoryStore.open(path, embedder=emb, config=StoreConfig(annotate=AssemblerConfig(record=RecordConfig(redact=False)))) as r2:
         truth: dict[tuple[str, str], dict[str, MemIR]] = {}

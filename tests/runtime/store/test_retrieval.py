@@ -6,11 +6,10 @@ from __future__ import annotations
 import json
 import math
 from datetime import datetime, timedelta
-from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import EMBED_DIM, unit_vectors
+from conftest import EMBED_DIM, file_bytes, unit_vectors
 
 from runtime import MemoryStore, RoleContext, format_context
 from runtime.errors import ValidationError
@@ -153,7 +152,7 @@ def test_explain_logs_query_filters_raw_and_final_with_the_query_redacted(store:
     assert len(me.recall_log()) == 1
     assert store.scope(user_id="bob").recall_log() == []
     store.checkpoint()
-    assert b"carol.jones@example.org" not in Path(store.path).read_bytes()
+    assert all(b"carol.jones@example.org" not in blob for blob in file_bytes(store.path).values())
 
 
 def test_recall_updates_access_count_and_last_access(store: MemoryStore, now: datetime) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import uuid
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
@@ -26,12 +27,16 @@ from runtime.errors import (
     ValidationError,
     VectorError,
 )
+from tests.pg import is_url
+from tests.pg import table_counts as pg_table_counts
 
 TABLES = ("memories", "vectors", "memory_tags", "memory_parents", "recall_log")
 
 
-def table_counts(path: Path) -> dict[str, int]:
-    """Row counts read through a separate connection (what is really committed in the file)."""
+def table_counts(path: str | Path) -> dict[str, int]:
+    """Row counts read through a separate connection (what is really committed in the store)."""
+    if is_url(path):
+        return pg_table_counts(str(path), TABLES)
     con = sqlite3.connect(path)
     try:
         return {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in TABLES}
@@ -45,7 +50,7 @@ def table_counts(path: Path) -> dict[str, int]:
 @given(recs=st.lists(memir_records(user_id="u1", agent_id="a1", with_parents=False), min_size=1, max_size=5,
                      unique_by=lambda r: r.id),
        parent_links=st.lists(st.tuples(st.integers(0, 4), st.integers(0, 4)), max_size=4))
-def test_store_round_trips_records_exactly(tmp_path_factory: pytest.TempPathFactory, recs: list[MemIR],
+def test_store_round_trips_records_exactly(store_target: Callable[[str], Any], recs: list[MemIR],
                                            parent_links: list[tuple[int, int]]) -> None:
     # derived_from may only point at memories that exist: link each record to earlier ones
     recs = list(recs)
@@ -54,7 +59,7 @@ def test_store_round_trips_records_exactly(tmp_path_factory: pytest.TempPathFact
             p = recs[child].provenance.model_copy(
                 update={"derived_from": sorted({*recs[child].provenance.derived_from, recs[parent].id})})
             recs[child] = recs[child].model_copy(update={"provenance": p})
-    path = tmp_path_factory.mktemp("rt") / "mem.sqlite"
+    path = store_target(f"rt-{uuid.uuid4().hex}.sqlite")  # a fresh store per example
     with MemoryStore.open(path, embedder=HashEmbedder(dim=EMBED_DIM), config=StoreConfig(annotate=AssemblerConfig(record=RecordConfig(redact=False)))) as st_:
         scope = st_.scope(user_id="u1", agent_id="a1")
         for r in recs:
@@ -132,13 +137,13 @@ def test_bad_write_is_refused_by_name_and_writes_nothing(store: MemoryStore, kwa
                                                          words: list[str]) -> None:
     me = store.scope(user_id="alice")
     me.write("a good memory")
-    before = table_counts(Path(store.path))
+    before = table_counts(store.path)
     with pytest.raises(error) as ei:
         me.write("a bad memory", **kwargs)
     assert ei.value.field == field
     for w in words:
         assert w in str(ei.value)
-    assert table_counts(Path(store.path)) == before
+    assert table_counts(store.path) == before
 
 
 def test_oversized_content_names_the_configurable_limit(make_store: Callable[..., MemoryStore]) -> None:
@@ -146,12 +151,12 @@ def test_oversized_content_names_the_configurable_limit(make_store: Callable[...
                                                                                       long_content="reject"))))
     me = st_.scope(user_id="alice")
     me.write("x" * 100)  # exactly at the limit is fine
-    before = table_counts(Path(st_.path))
+    before = table_counts(st_.path)
     with pytest.raises(ContentTooLargeError) as ei:
         me.write("x" * 101)
     assert ei.value.field == "content"
     assert "101" in str(ei.value) and "100" in str(ei.value) and "max_content_chars" in str(ei.value)
-    assert table_counts(Path(st_.path)) == before
+    assert table_counts(st_.path) == before
 
 
 def test_long_content_is_kept_as_an_excerpt_by_default(store: MemoryStore) -> None:
@@ -241,12 +246,12 @@ def test_write_many_is_all_or_nothing(make_store: Callable[..., MemoryStore], rn
     bad, error, field = _bad_items(rng)[case]
     items = [{"content": "first", "id": "dup_1"}, {"content": "second", "derived_from": ["existing_1"]},
              bad, {"content": "fourth"}]
-    before = table_counts(Path(st_.path))
+    before = table_counts(st_.path)
     with pytest.raises(error) as ei:
         me.write_many(items)
     assert ei.value.field == field
     assert "item 2" in str(ei.value)
-    assert table_counts(Path(st_.path)) == before
+    assert table_counts(st_.path) == before
     assert me.count() == 1 and [r.id for r in me.list()] == ["existing_1"]
 
 
@@ -284,8 +289,8 @@ def test_snapshot_is_one_parseable_record_per_line(store: MemoryStore, tmp_path:
 
 
 # ---------------------------------------------------------------- encoder change
-def test_encoder_mismatch_is_detected_and_reembed_fixes_it(tmp_path: Path) -> None:
-    path = tmp_path / "mem.sqlite"
+def test_encoder_mismatch_is_detected_and_reembed_fixes_it(store_target: Callable[[str], Any]) -> None:
+    path = store_target("mem.sqlite")
     with MemoryStore.open(path, embedder=HashEmbedder(dim=EMBED_DIM, seed=0)) as st0:
         st0.scope(user_id="alice").write_many([f"fact number {i} about tea" for i in range(5)])
     with MemoryStore.open(path, embedder=HashEmbedder(dim=EMBED_DIM, seed=1)) as st1:
@@ -330,8 +335,9 @@ def test_own_writes_are_visible_to_the_next_recall(store: MemoryStore) -> None:
         assert len(me.recall("garden", k=10)) == i + 1
 
 
-def test_close_is_idempotent_and_a_closed_store_refuses_work(tmp_path: Path, embedder: HashEmbedder) -> None:
-    with MemoryStore.open(tmp_path / "m.sqlite", embedder=embedder) as st_:
+def test_close_is_idempotent_and_a_closed_store_refuses_work(store_target: Callable[[str], Any],
+                                                            embedder: HashEmbedder) -> None:
+    with MemoryStore.open(store_target("m.sqlite"), embedder=embedder) as st_:
         me = st_.scope(user_id="alice")
         me.write("hello")
     st_.close()

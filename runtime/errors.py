@@ -118,6 +118,12 @@ class DeletionPendingError(MemirError):
     retries by itself after later writes and on close)."""
 
 
+class StorageError(MemirError):
+    """The storage backend failed in a way the caller cannot fix by changing the call: the
+    PostgreSQL server went away, or a transaction kept losing to concurrent ones after retries.
+    The message carries the server's reason; nothing of the failed call was written."""
+
+
 class InfeasibleError(MemirError):
     """The hard retention rules cannot all hold at once.
 

@@ -63,8 +63,13 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Every test that uses a store (``make_store``, ``store``, ``store_target``) runs on both
     backends, ``[sqlite]`` and ``[postgres]``, unless marked ``sqlite_only``."""
     if "backend" in metafunc.fixturenames:
-        only = metafunc.definition.get_closest_marker("sqlite_only")
-        metafunc.parametrize("backend", ["sqlite"] if only else list(BACKENDS))
+        if metafunc.definition.get_closest_marker("sqlite_only"):
+            backends = ["sqlite"]
+        elif metafunc.definition.get_closest_marker("postgres_only"):
+            backends = ["postgres"]
+        else:
+            backends = list(BACKENDS)
+        metafunc.parametrize("backend", backends)
 
 
 @pytest.fixture(scope="session")

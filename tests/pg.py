@@ -57,6 +57,14 @@ class PgServer:
         self._made.append(name)
         return self.url(name)
 
+    def fresh_empty(self) -> str:
+        """The URL of a new database with no memir schema (dropped by :meth:`drop_all`)."""
+        name = f"memir_e_{uuid.uuid4().hex[:12]}"
+        with self._admin() as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        self._made.append(name)
+        return self.url(name)
+
     def drop_all(self) -> None:
         with self._admin() as conn:
             for name in self._made:

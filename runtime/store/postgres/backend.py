@@ -18,7 +18,7 @@ from . import decisions as _decisions
 from . import forget as _forget
 from .db import PgDB
 from .search import search
-from .tenant import PgTenant
+from .tenant import PgTenant, retried
 
 __all__ = ["PgScope", "PgStore"]
 
@@ -34,9 +34,11 @@ class PgScope(PgTenant):
     def forget_plan(self, memory_ids: Sequence[str], cascade: Cascade) -> ForgetPlan:
         return _forget.plan(self, memory_ids, cascade)
 
+    @retried
     def forget(self, plan: ForgetPlan, *, reason: str, scrub: bool, wait_s: float) -> None:
         _forget.run(self, plan, reason=reason, scrub=scrub, wait_s=wait_s)
 
+    @retried
     def apply_decision(self, decision: RetentionDecision, *, candidates: Sequence[tuple[MemIR, np.ndarray]] = (),
                        dry_run: bool = False) -> RetentionDecision:
         return _decisions.apply(self, decision, candidates=candidates, dry_run=dry_run)

@@ -11,17 +11,21 @@ user, outside any scope, and are explicitly named.
 from __future__ import annotations
 
 import json
+import random
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 
 from ...encoders.base import Embedder
-from ...errors import DeletionPendingError, MissingDependencyError, ValidationError
+from ...errors import DeletionPendingError, MissingDependencyError, StorageError, ValidationError
 from ..location import redact_url
 from .schema import APP_ROLE, TENANT_TABLES, hnsw_index_sql, migrate
 
 __all__ = ["PgDB"]
+
+T = TypeVar("T")
 
 
 class PgDB:
@@ -68,7 +72,9 @@ class PgDB:
             raise ValidationError(f"cannot connect to the PostgreSQL store at {where}: {str(e).strip()}",
                                   field="url") from e
         pool = ConnectionPool(url, min_size=1, max_size=max(1, pool_size), open=True, name="memir",
-                              kwargs={"autocommit": True}, configure=register_vector)
+                              # plan every statement with its real parameters: a cached generic plan for
+                              # "this scope, this filter" can be orders of magnitude off for another scope
+                              kwargs={"autocommit": True, "prepare_threshold": None}, configure=register_vector)
         return cls(pool, url, embedder)
 
     @property
@@ -106,21 +112,55 @@ class PgDB:
             yield conn
             return
         self.check_open()
+        import psycopg
         from psycopg import sql
 
-        with self._pool.connection() as conn:
-            conn.execute(sql.SQL("BEGIN; SET LOCAL ROLE {}; SET LOCAL memir.user_id = {}; "
-                                 "SET LOCAL memir.agent_id = {}").format(
-                sql.Identifier(APP_ROLE), sql.Literal(user_id), sql.Literal(agent_id)))
-            self._local.scoped = (conn, (user_id, agent_id))
-            try:
-                yield conn
-            except BaseException:
+        try:
+            with self._pool.connection() as conn:
+                conn.execute(sql.SQL("BEGIN; SET LOCAL ROLE {}; SET LOCAL memir.user_id = {}; "
+                                     "SET LOCAL memir.agent_id = {}").format(
+                    sql.Identifier(APP_ROLE), sql.Literal(user_id), sql.Literal(agent_id)))
+                self._local.scoped = (conn, (user_id, agent_id))
+                try:
+                    yield conn
+                except BaseException:
+                    self._local.scoped = None
+                    if not conn.closed:
+                        conn.execute("ROLLBACK")
+                    raise
                 self._local.scoped = None
-                conn.execute("ROLLBACK")
-                raise
-            self._local.scoped = None
-            conn.execute("COMMIT")
+                conn.execute("COMMIT")
+        except (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure):
+            raise  # transient: the caller's retry loop (``retrying``) runs the whole call again
+        except psycopg.OperationalError as e:
+            raise StorageError(f"the PostgreSQL store at {self.path} failed: {str(e).strip()}") from e
+
+    @property
+    def in_transaction(self) -> bool:
+        """Whether this thread is inside a scoped transaction (nested calls must not retry)."""
+        return getattr(self._local, "scoped", None) is not None
+
+    def retrying(self, fn: Callable[[], T], attempts: int = 5) -> T:
+        """Run ``fn`` (which opens its own scoped transactions), again when it loses a deadlock or a
+        serialization conflict to another client — the whole call, since its transaction rolled
+        back. Inside an outer transaction it runs once (the outer call retries).
+
+        Raises:
+            StorageError: it lost every attempt.
+        """
+        import psycopg
+
+        if self.in_transaction:
+            return fn()
+        for attempt in range(attempts):
+            try:
+                return fn()
+            except (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure) as e:
+                if attempt == attempts - 1:
+                    raise StorageError(f"gave up after {attempts} attempts lost to concurrent clients: "
+                                       f"{e.diag.message_primary}") from e
+                time.sleep(random.uniform(0.005, 0.05) * (attempt + 1))
+        raise AssertionError("unreachable")
 
     @contextmanager
     def admin(self) -> Iterator[Any]:

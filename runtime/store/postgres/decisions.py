@@ -20,7 +20,7 @@ from ...retention.decision import MemoryExplanation, RetentionDecision
 from ..decision_log import explanation, finalize, from_rows, head_json
 from ..forgetting import ForgetPlan
 from . import forget as _forget
-from .tenant import PgTenant
+from .tenant import PgTenant, lock_rows
 
 __all__ = ["apply", "explain", "get", "recent"]
 
@@ -36,6 +36,8 @@ def apply(tenant: PgTenant, decision: RetentionDecision, *, candidates: Sequence
     new = [(r, v) for r, v in candidates if final[r.id].action == "write"]
     t, tp = tenant.clause()
     with tenant.tx() as conn:
+        touched = [m for m, it in final.items() if it.action in ("keep", "archive")] + by["delete"] + by["redact"]
+        lock_rows(tenant, conn, touched)
         if new:
             tenant.insert([r for r, _ in new], [v for _, v in new])
         with conn.cursor() as cur:

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..forgetting import Cascade, ForgetPlan, decide, placeholder, placeholder_text
 from ..rows import body_json
-from .tenant import PgTenant
+from .tenant import PgTenant, lock_rows
 
 __all__ = ["descendants", "execute", "plan", "run", "tombstone_logs"]
 
@@ -50,6 +50,7 @@ def plan(tenant: PgTenant, memory_ids: Sequence[str], cascade: Cascade) -> Forge
 def execute(tenant: PgTenant, conn: Any, p: ForgetPlan, *, reason: str, placeholder_vector: np.ndarray | None) -> None:
     """Apply ``p`` inside the caller's open scoped transaction."""
     t, tp = tenant.clause()
+    lock_rows(tenant, conn, p.deleted + p.redacted)
     if p.deleted:
         conn.execute(f"DELETE FROM memories m WHERE {t} AND m.id = ANY(%s)", [*tp, list(p.deleted)])
     if p.redacted:

@@ -9,11 +9,12 @@ built on this object.
 
 from __future__ import annotations
 
+import functools
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -24,14 +25,35 @@ from ..filters import MemoryFilter
 from ..rows import COLUMNS, N_COLUMNS, READ_COLS, body_json, record_to_row, row_to_record, ts
 from .db import PgDB
 
-__all__ = ["PgTenant", "vector_array"]
+__all__ = ["PgTenant", "lock_rows", "retried", "vector_array"]
 
 _INSERT_MEMORY = f"INSERT INTO memories({COLUMNS}) VALUES ({','.join(['%s'] * N_COLUMNS)}) RETURNING rowid"
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def retried(method: F) -> F:
+    """Run a scope method again, whole, when its transaction loses a deadlock or a serialization
+    conflict to another client (``PgDB.retrying``); inside an outer transaction it runs once."""
+    @functools.wraps(method)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return self.db.retrying(lambda: method(self, *args, **kwargs))
+    return wrapper  # type: ignore[return-value]
 
 
 def vector_array(v: Any) -> np.ndarray:
     """A pgvector value as a float32 array (the adapter returns ``pgvector.Vector`` objects)."""
     return np.asarray(v.to_numpy() if hasattr(v, "to_numpy") else v, dtype=np.float32)
+
+
+def lock_rows(tenant: PgTenant, conn: Any, ids: Sequence[str]) -> None:
+    """Lock the scope's rows with these ids in rowid order (before updating or deleting several):
+    writers that all lock in one order cannot deadlock each other."""
+    if ids:
+        t, tp = tenant.clause()
+        conn.execute(f"SELECT m.rowid FROM memories m WHERE {t} AND m.id = ANY(%s) ORDER BY m.rowid FOR UPDATE",
+                     [*tp, list(ids)])
 
 
 class PgTenant:
@@ -60,6 +82,7 @@ class PgTenant:
                                "WHERE user_id = %s AND agent_id = %s", (self.user_id, self.agent_id)).fetchone()
         return ScopeRow(int(row[0]), int(row[1]), row[2], row[3]) if row else ScopeRow()
 
+    @retried
     def set_session(self, session_id: str | None, last_at: float | None) -> None:
         """Record the open session and the time of its latest event."""
         with self.tx() as conn:
@@ -69,6 +92,7 @@ class PgTenant:
                          (self.user_id, self.agent_id, session_id, last_at))
 
     # ------------------------------------------------------------------ writes
+    @retried
     def insert(self, records: Sequence[MemIR], vectors: Sequence[np.ndarray], *, batch: bool = False,
                session: tuple[str | None, float | None] | None = None) -> tuple[list[int], int]:
         """Insert records with their unit vectors in one transaction (see ``SqliteTenant.insert``).
@@ -158,6 +182,7 @@ class PgTenant:
             return {r[0] for r in conn.execute(f"SELECT m.id FROM memories m WHERE {t} AND m.id = ANY(%s)",
                                                [*tp, list(ids)])}
 
+    @retried
     def set_session_context(self, pairs: Sequence[tuple[str, np.ndarray]]) -> int:
         """Store session-context feature rows by memory id (replacing earlier ones); returns rows stored."""
         t, tp = self.clause()
@@ -187,6 +212,7 @@ class PgTenant:
                     out[pos[mid]] = row
         return out
 
+    @retried
     def mark_superseded(self, old_id: str, new_id: str, *, archive: bool) -> None:
         """Flag ``old_id`` as superseded by ``new_id`` (and move it to the archive tier)."""
         old = self.get(old_id)
@@ -200,14 +226,17 @@ class PgTenant:
             conn.execute(f"UPDATE memories m SET record = %s, retention_reason = %s{tier} WHERE {t} AND m.id = %s",
                          [body_json(new), f"superseded_by:{new_id}", *tp, old_id])
 
+    @retried
     def touch(self, rowids: Sequence[int], now: datetime) -> None:
         """Count one access for each row (recall's usage update; one statement, one commit)."""
         if not rowids:
             return
         t, tp = self.clause()
         with self.tx() as conn:
+            # rows locked in rowid order, as every multi-row writer here does: no lock cycles between them
             conn.execute(f"UPDATE memories m SET access_count = access_count + 1, last_accessed_at = %s "
-                         f"WHERE {t} AND m.rowid = ANY(%s)", [ts(now), *tp, [int(r) for r in rowids]])
+                         f"WHERE m.rowid IN (SELECT x.rowid FROM memories x WHERE {t.replace('m.', 'x.')} "
+                         f"AND x.rowid = ANY(%s) ORDER BY x.rowid FOR UPDATE)", [ts(now), *tp, [int(r) for r in rowids]])
 
     # ------------------------------------------------------------------ reads
     def get(self, memory_id: str) -> MemIR | None:

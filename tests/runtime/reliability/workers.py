@@ -27,7 +27,7 @@ from runtime.scoring import make_baseline
 DIM = 32
 
 
-def open_store(path: Path) -> MemoryStore:
+def open_store(path: Path | str) -> MemoryStore:
     policy = RetentionPolicy(capacity=40, scorer=make_baseline("recency"))
     from runtime import StoreConfig
     return MemoryStore.open(path, embedder=HashEmbedder(dim=DIM, seed=0), config=StoreConfig(policy=policy))
@@ -110,9 +110,55 @@ def stress(db: Path, out: Path, seed: int, seconds: float) -> None:
     out.write_text(json.dumps({"counts": counts, "errors": errors}))
 
 
+def many(target: str, out: Path, seed: int, seconds: float) -> None:
+    """One of many clients on a shared store (file or URL): writes, recalls, retains (archiving,
+    so every acknowledged write must survive unless this run forgot it), forgets. Reports the ids
+    it was told were written, the ids it forgot, operation counts and every error."""
+    rng = random.Random(seed)
+    store = open_store(target)
+    users = [store.scope(user_id=u, agent_id="a") for u in ("shared0", "shared1")]
+    counts = {"write": 0, "write_many": 0, "recall": 0, "retain": 0, "forget": 0}
+    written: list[str] = []
+    forgotten: list[str] = []
+    errors: list[str] = []
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        scope = rng.choice(users)
+        op = rng.choices(list(counts), weights=[4, 3, 4, 1, 1])[0]
+        try:
+            if op == "write":
+                written.append(scope.write(f"p{seed} note {rng.randrange(1000)} on subject {rng.randrange(20)}").id)
+            elif op == "write_many":
+                written += [r.id for r in scope.write_many([f"p{seed} batch {rng.randrange(1000)} {i}"
+                                                            for i in range(4)])]
+            elif op == "recall":
+                hits = scope.recall(f"subject {rng.randrange(20)}", k=5)
+                if any(h.record.provenance.user_id != scope.user_id for h in hits):
+                    errors.append("cross-user hit")
+            elif op == "retain":
+                scope.retain(forgotten="archive")
+            else:
+                mine = [r for r in scope.list(limit=20) if r.content.startswith(f"p{seed} ")]
+                if mine:
+                    victim = rng.choice(mine).id
+                    forgotten.append(victim)  # the intent first: forget may fail after deleting
+                    scope.forget(victim, cascade="delete", scrub=rng.random() < 0.02)
+            counts[op] += 1
+        except TYPED_OK:
+            counts[op] += 1
+        except MemirError as e:
+            errors.append(f"{op}: {type(e).__name__}: {e}")
+        except Exception as e:  # noqa: BLE001 - the point is to count anything untyped
+            errors.append(f"{op}: UNTYPED {type(e).__name__}: {e}\n{traceback.format_exc()}")
+    store.close()
+    out.write_text(json.dumps({"counts": counts, "errors": errors, "written": written, "forgotten": forgotten}))
+
+
 if __name__ == "__main__":
     kind = sys.argv[1]
     if kind == "crash":
         crash(Path(sys.argv[2]), Path(sys.argv[3]), int(sys.argv[4]))
+    elif kind == "many":
+        many(sys.argv[2], Path(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5]))
     else:
         stress(Path(sys.argv[2]), Path(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5]))

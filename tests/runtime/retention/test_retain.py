@@ -270,3 +270,25 @@ def test_a_failing_decision_applies_nothing(scope, monkeypatch) -> None:  # type
         scope.retain(capacity=2, scorer=FakeScorer(default=0.5), candidates=["a new candidate"])
     assert {(r.id, r.content) for r in scope.list(tier="any")} == before  # nothing archived, nothing added
     assert len(scope.list()) == 5 and scope.decisions() == []
+
+
+def test_retain_survives_rows_another_client_deletes_mid_decision(make_store) -> None:  # type: ignore[no-untyped-def]
+    """Another client forgets memories while this one is scoring: the decision still applies, the
+    vanished items are ``gone`` (not an error, not a "re-embed" message), and nothing else is lost."""
+    mine = make_store("shared.sqlite")
+    theirs = make_store("shared.sqlite")  # a second client of the same store
+    me = mine.scope(user_id="alice")
+    recs = [me.write(f"note {i} about the trip") for i in range(8)]
+    victims = [recs[1].id, recs[4].id]
+
+    class DeletingScorer(FakeScorer):
+        def score(self, records, embeddings, ctx):  # type: ignore[no-untyped-def]
+            for v in victims:  # between reading the working set and applying the decision
+                theirs.scope(user_id="alice").forget(v, cascade="delete", scrub=False)
+            return super().score(records, embeddings, ctx)
+
+    d = me.retain(capacity=3, scorer=DeletingScorer(default=0.5), forgotten="archive")
+    assert {m: d.items[m].action for m in victims} == {v: "gone" for v in victims}
+    survivors = {r.id for r in me.list(tier="any")}
+    assert survivors == {r.id for r in recs} - set(victims)
+    assert set(d.kept) | set(d.archived) == survivors

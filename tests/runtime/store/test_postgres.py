@@ -1,0 +1,125 @@
+"""What only the PostgreSQL backend has: isolation enforced by the database (row-level security),
+an app role that cannot bypass it, HNSW search for large scopes measured against exact search,
+and schema checks on open. The rest of the store suite runs on PostgreSQL through the
+``[postgres]`` parametrization of ``make_store`` / ``store_target``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import psycopg
+import pytest
+
+import runtime.store.postgres.search as pg_search
+from runtime import MemoryStore
+from runtime.encoders import HashEmbedder
+from runtime.errors import NotFoundError, ValidationError
+from runtime.store.postgres.backend import PgStore
+from runtime.store.postgres.schema import APP_ROLE
+from tests.pg import PgServer
+
+pytestmark = pytest.mark.postgres_only
+
+
+def _two_users(url: str) -> None:
+    with MemoryStore.open(url, embedder=HashEmbedder(dim=16)) as store:
+        store.scope(user_id="alice").write_many([{"content": f"alice secret {i}", "tags": ["t"]} for i in range(3)])
+        store.scope(user_id="bob").write_many([{"content": f"bob secret {i}", "tags": ["t"]} for i in range(2)])
+        store.scope(user_id="alice", agent_id="planner").write("alice's planner note")
+
+
+def test_raw_sql_without_a_tenant_clause_sees_only_its_scope(store_target: Any) -> None:
+    """A deliberately broken query (no WHERE user_id = ...) through a scoped connection gets only
+    that scope's rows, in every tenant table; writes into another scope are refused."""
+    url = store_target("rls")
+    _two_users(url)
+    db = PgStore.open(url, pool_size=2, create=False, embedder=HashEmbedder(dim=16))
+    try:
+        with db.scoped("alice", "default") as conn:
+            contents = sorted(r[0] for r in conn.execute("SELECT record::jsonb->>'content' FROM memories"))
+            assert contents == ["alice secret 0", "alice secret 1", "alice secret 2"]
+            for table in ("vectors", "memory_tags", "scopes"):
+                users = {r[0] for r in conn.execute(f"SELECT DISTINCT user_id FROM {table}")}
+                assert users == {"alice"}, table
+            agents = {r[0] for r in conn.execute("SELECT DISTINCT agent_id FROM memories")}
+            assert agents == {"default"}  # not even alice's other agent
+            assert conn.execute("UPDATE memories SET utility = 1").rowcount == 3  # its own rows only
+            assert conn.execute("DELETE FROM vectors WHERE user_id = 'bob'").rowcount == 0
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            with db.scoped("alice", "default") as conn:
+                conn.execute("INSERT INTO recall_log(user_id, agent_id, at, payload) VALUES ('bob', 'default', 0, '{}')")
+        with db.scoped("bob", "default") as conn:
+            assert conn.execute("SELECT count(*) FROM memories").fetchone()[0] == 2
+            assert conn.execute("SELECT count(*) FROM memories WHERE utility = 1").fetchone()[0] == 0
+    finally:
+        db.close()
+
+
+def test_the_app_role_is_neither_superuser_nor_owner_nor_bypassing(store_target: Any, pg_server: PgServer) -> None:
+    url = store_target("role")
+    _two_users(url)
+    with psycopg.connect(url) as conn:
+        sup, bypass, login = conn.execute("SELECT rolsuper, rolbypassrls, rolcanlogin FROM pg_roles WHERE rolname = %s",
+                                          (APP_ROLE,)).fetchone()
+        assert (sup, bypass, login) == (False, False, False)
+        owners = {r[0] for r in conn.execute("SELECT tableowner FROM pg_tables WHERE schemaname = 'public'")}
+        assert APP_ROLE not in owners
+        rls = dict(conn.execute("SELECT relname, relrowsecurity FROM pg_class WHERE relname = ANY(%s)",
+                                (["memories", "vectors", "memory_tags", "memory_parents", "memory_links",
+                                  "memory_context", "scopes", "recall_log", "decisions", "decision_items"],)))
+        assert len(rls) == 10 and all(rls.values())
+        # an unscoped session as the app role sees nothing at all
+        conn.execute(f"SET ROLE {APP_ROLE}")
+        assert conn.execute("SELECT count(*) FROM memories").fetchone()[0] == 0
+
+
+def test_large_scopes_use_hnsw_with_recall_close_to_exact(store_target: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The public recall, once over the exact-scan threshold, goes through the HNSW index; its
+    top-10 agrees with the exact top-10 on at least 90% of hits, with and without a filter."""
+    rng = np.random.default_rng(0)
+    dim, n = 32, 3000
+    vecs = rng.standard_normal((n, dim)).astype(np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    url = store_target("hnsw")
+    with MemoryStore.open(url, embedder=HashEmbedder(dim=dim)) as store:
+        me = store.scope(user_id="big")
+        for s in range(0, n, 500):
+            me.write_many([{"content": f"doc {i}", "embedding": vecs[i].tolist(),
+                            "tags": ["even" if i % 2 == 0 else "odd"]} for i in range(s, s + 500)])
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("ANALYZE")  # what autovacuum does after a bulk load (the README says to, after imports)
+        queries = rng.standard_normal((20, dim)).astype(np.float32)
+        queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+        calls = {"hnsw": 0}
+        real = pg_search._hnsw
+
+        def counting(*a: Any, **k: Any) -> Any:
+            calls["hnsw"] += 1
+            return real(*a, **k)
+
+        monkeypatch.setattr(pg_search, "_hnsw", counting)
+        for flt in ({}, {"tags": ["even"]}):
+            allowed = np.arange(n) if not flt else np.arange(0, n, 2)
+            monkeypatch.setattr(pg_search, "EXACT_MAX", 10 ** 9)
+            exact = [[h.record.content for h in me.recall(q.tolist(), k=10, **flt)] for q in queries]
+            monkeypatch.setattr(pg_search, "EXACT_MAX", 0)
+            before = calls["hnsw"]
+            approx = [[h.record.content for h in me.recall(q.tolist(), k=10, **flt)] for q in queries]
+            assert calls["hnsw"] - before == len(queries)
+            truth = [[f"doc {i}" for i in allowed[np.argsort(-(vecs[allowed] @ q))[:10]]] for q in queries]
+            assert exact == truth or np.mean([len(set(e) & set(t)) / 10 for e, t in zip(exact, truth)]) == 1.0
+            recall10 = np.mean([len(set(a) & set(e)) / 10 for a, e in zip(approx, exact)])
+            assert recall10 >= 0.9, (flt, recall10)
+
+
+def test_open_refuses_a_foreign_database_and_a_missing_store(pg_server: PgServer) -> None:
+    url = pg_server.fresh_empty()
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE memories (x int)")
+    with pytest.raises(ValidationError, match="another application"):
+        MemoryStore.open(url, embedder=HashEmbedder(dim=8))
+    with pytest.raises(NotFoundError, match="create=True"):
+        MemoryStore.open(pg_server.fresh_empty(), embedder=HashEmbedder(dim=8), create=False)
+    with pytest.raises(ValidationError, match="cannot connect"):
+        MemoryStore.open("postgresql://nobody@127.0.0.1:1/none", embedder=HashEmbedder(dim=8))

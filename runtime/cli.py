@@ -261,6 +261,35 @@ def cmd_reembed(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_migrate(a: argparse.Namespace) -> int:
+    src = argparse.Namespace(db=a.src)
+    dst = argparse.Namespace(db=a.dst, create=True)
+    with _store(src) as source, _store(dst, create=a.create) as dest:
+        report = source.admin_copy_to(dest, batch_size=a.batch_size, progress=not a.quiet)
+    summary = report.summary()
+    if not a.verbose:
+        summary.pop("per_scope")
+    lines = [f"copied {summary['copied']} of {summary['memories']} memories in {summary['scopes']} scope(s) "
+             f"from {redact_url(a.src)} to {redact_url(a.dst)}; verified by count and checksum per scope: "
+             + ("all match" if report.ok else f"MISMATCH in {', '.join(summary['mismatched'])}")]
+    if a.verbose:
+        lines += [f"  {s.user_id}/{s.agent_id}: {s.source_memories} memories, {s.copied_memories} copied now, "
+                  f"{s.decisions} decisions, {s.recalls} recalls, {'ok' if s.ok else 'MISMATCH'}" for s in report.scopes]
+    _emit(a, summary, lines)
+    if not report.ok:
+        raise CliError("invalid", f"the copy in {redact_url(a.dst)} does not match the source",
+                       "run the same command again (it resumes); if it still differs, report it")
+    return 0
+
+
+def cmd_migrate_schema(a: argparse.Namespace) -> int:
+    with _store(a) as store:
+        stats = store.admin_stats()
+    _emit(a, {"store": store.path, "memories": stats["memories"], "format": "current"},
+          [f"{store.path}: schema is current ({stats['memories']} memories)"])
+    return 0
+
+
 def cmd_score(a: argparse.Namespace) -> int:
     from .batch import ScoreConfig, score_dump
     from .store.dumps import check_dump
@@ -401,6 +430,18 @@ def build_parser() -> argparse.ArgumentParser:
     db(sp)
     sp.add_argument("--batch-size", type=int, default=256, help="texts per encoder call (default 256)")
     sp.add_argument("--quiet", action="store_true", help="no progress bar")
+
+    sp = add("migrate", cmd_migrate, "copy a store to another backend (SQLite <-> PostgreSQL), verified per scope",
+             "memir migrate agent.sqlite postgresql://memir@db.internal/memir --create")
+    sp.add_argument("src", help="the store to copy from: a file or a PostgreSQL URL")
+    sp.add_argument("dst", help="the store to copy into: a file or a PostgreSQL URL (resumes a partial copy)")
+    sp.add_argument("--create", action="store_true", help="create DST if it has no store yet")
+    sp.add_argument("--batch-size", type=int, default=500, help="memories per transaction (default 500)")
+    sp.add_argument("--quiet", action="store_true", help="no progress bar")
+
+    sp = add("migrate-schema", cmd_migrate_schema, "bring a store's schema up to this memir's (also done on open)",
+             "memir migrate-schema postgresql://memir@db.internal/memir")
+    db(sp)
 
     sp = add("encoder", cmd_encoder, "install the sentence encoder (no torch), or export it with torch",
              "memir encoder install     (pip install 'memir-runtime[encoder]' first)")

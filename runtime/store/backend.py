@@ -25,7 +25,7 @@ from .filters import MemoryFilter
 from .forgetting import Cascade, ForgetPlan
 from .ranking import RankWeights, SearchResult
 
-__all__ = ["ScopeRow", "StoreBackend", "TenantBackend"]
+__all__ = ["LoggedDecision", "ScopeLogs", "ScopeRow", "StoredRow", "StoreBackend", "TenantBackend"]
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,37 @@ class ScopeRow:
     decision_seq: int = 0
     open_session: str | None = None
     session_last_at: float | None = None
+
+
+@dataclass(frozen=True)
+class StoredRow:
+    """A memory exactly as a backend holds it (for copying a store between backends)."""
+
+    record: MemIR
+    tier: str
+    seq: int
+    vector: np.ndarray | None
+    encoder_id: str | None
+    context: bytes | None  # session-context features (float64 bytes), if the session closed
+
+
+@dataclass(frozen=True)
+class LoggedDecision:
+    """One entry of the decision log as stored: its head JSON and its items."""
+
+    decision_id: str
+    at: float
+    head: str
+    items: list[tuple[str, bool, str, str]]  # (memory_id, kept, reason, item JSON)
+
+
+@dataclass(frozen=True)
+class ScopeLogs:
+    """A scope's state, decision log and recall log as stored (for copying a store)."""
+
+    state: ScopeRow
+    decisions: list[LoggedDecision]
+    recalls: list[tuple[float, str]]  # (at, payload JSON)
 
 
 class TenantBackend(Protocol):
@@ -88,6 +119,12 @@ class TenantBackend(Protocol):
     def explain(self, memory_id: str) -> MemoryExplanation: ...
     def decisions(self, limit: int) -> list[RetentionDecision]: ...
     def decision(self, decision_id: str) -> RetentionDecision: ...
+
+    # copying a store (memir migrate): rows and logs exactly as stored
+    def stored_rows(self, after_seq: int, limit: int) -> list[StoredRow]: ...
+    def restore_rows(self, rows: Sequence[StoredRow]) -> None: ...
+    def logs(self) -> ScopeLogs: ...
+    def restore_logs(self, logs: ScopeLogs) -> bool: ...
 
 
 class StoreBackend(Protocol):

@@ -34,6 +34,7 @@ from . import dumps
 from .backend import StoreBackend
 from .config import StoreConfig
 from .location import is_postgres_url
+from .migrate import CopyReport, copy_store
 from .scope import Scope
 from .services import StoreServices
 from .sqlite.backend import SqliteStore
@@ -169,6 +170,14 @@ class MemoryStore:
         for user_id, agent_id, _ in self.admin_users():
             rows += self.scope(user_id=user_id, agent_id=agent_id).export_rows()
         return dumps.write_dump(rows, path)
+
+    def admin_copy_to(self, dest: MemoryStore, *, batch_size: int = 500, progress: bool = False) -> CopyReport:
+        """Admin path: copy every scope of this store into ``dest`` (another backend, or another
+        file), exactly as stored, then verify each scope by count and checksum. Resumable and
+        idempotent (what ``dest`` already has is skipped). ``memir migrate SRC DST`` runs this."""
+        self._db.check_open()
+        dest._db.check_open()
+        return copy_store(self._db, dest._db, batch_size=batch_size, progress=progress)
 
     def reembed(self, embedder: Embedder | None = None, *, batch_size: int = 256, progress: bool = False) -> int:
         """Re-encode every memory whose vector was made by another encoder (seed 001 pitfall 3).

@@ -20,7 +20,7 @@ import numpy as np
 
 from ...errors import EncoderMismatchError, ValidationError
 from ...record.memir import Flag, MemIR
-from ..backend import ScopeRow
+from ..backend import LoggedDecision, ScopeLogs, ScopeRow, StoredRow
 from ..filters import MemoryFilter
 from ..rows import COLUMNS, N_COLUMNS, READ_COLS, body_json, record_to_row, row_to_record, ts
 from .db import PgDB
@@ -382,6 +382,101 @@ class PgTenant:
                                 [*tp, int(limit)]).fetchall()
         return [json.loads(p) for (p,) in rows]
 
+
+    # ------------------------------------------------------------------ copying a store
+    def stored_rows(self, after_seq: int, limit: int) -> list[StoredRow]:
+        """The scope's memories with ``seq > after_seq``, in seq order, exactly as stored."""
+        t, tp = self.clause()
+        with self.tx() as conn:
+            rows = conn.execute(
+                f"SELECT {READ_COLS}, m.tier, m.seq, v.vec, v.encoder_id, c.features FROM memories m "
+                f"LEFT JOIN vectors v ON v.mem_rowid = m.rowid LEFT JOIN memory_context c ON c.mem_rowid = m.rowid "
+                f"WHERE {t} AND m.seq > %s ORDER BY m.seq, m.rowid LIMIT %s",
+                [*tp, int(after_seq), int(limit)]).fetchall()
+        return [StoredRow(row_to_record(*r[:5]), str(r[5]), int(r[6]), None if r[7] is None else vector_array(r[7]),
+                          r[8], None if r[9] is None else bytes(r[9])) for r in rows]
+
+    @retried
+    def restore_rows(self, rows: Sequence[StoredRow]) -> None:
+        """Insert rows exactly as given (ids, seq, tier, usage, vectors), skipping ids already here;
+        one transaction. The scope's write counter moves up to the highest seq."""
+        for enc, dim in {(r.encoder_id, int(r.vector.shape[0])) for r in rows if r.vector is not None and r.encoder_id}:
+            self.db.ensure_vector_index(enc, dim)
+        with self.tx() as conn, conn.cursor() as cur:
+            have = self.existing_ids([r.record.id for r in rows])
+            todo = [row for row in rows if row.record.id not in have]
+            if todo:
+                cur.executemany(_INSERT_MEMORY, [record_to_row(row.record, row.seq, row.tier) for row in todo],
+                                returning=True)
+                rowids = []
+                while True:
+                    rowids.append(int(cur.fetchone()[0]))
+                    if not cur.nextset():
+                        break
+                pairs = list(zip(rowids, todo))
+                tags = [(rid, tag) for rid, row in pairs for tag in row.record.metadata.tags]
+                parents = [(rid, p) for rid, row in pairs for p in row.record.provenance.derived_from]
+                links = [(rid, sup) for rid, row in pairs
+                         if isinstance(sup := row.record.metadata.attributes.get("supersedes"), str)]
+                vecs = [(rid, row.encoder_id, int(row.vector.shape[0]), np.asarray(row.vector, np.float32))
+                        for rid, row in pairs if row.vector is not None]
+                ctx = [(rid, row.context) for rid, row in pairs if row.context is not None]
+                for sql, params in (
+                        ("INSERT INTO memory_tags(mem_rowid, tag) VALUES (%s,%s) ON CONFLICT DO NOTHING", tags),
+                        ("INSERT INTO memory_parents(mem_rowid, parent_id) VALUES (%s,%s) ON CONFLICT DO NOTHING",
+                         parents),
+                        ("INSERT INTO memory_links(mem_rowid, kind, target_id) VALUES (%s,'supersedes',%s) "
+                         "ON CONFLICT DO NOTHING", links),
+                        ("INSERT INTO vectors(mem_rowid, encoder_id, dim, vec) VALUES (%s,%s,%s,%s)", vecs),
+                        ("INSERT INTO memory_context(mem_rowid, features) VALUES (%s,%s)", ctx)):
+                    if params:
+                        cur.executemany(sql, params)
+            conn.execute("INSERT INTO scopes AS s (user_id, agent_id, seq) VALUES (%s,%s,%s) ON CONFLICT (user_id, "
+                         "agent_id) DO UPDATE SET seq = greatest(s.seq, excluded.seq)",
+                         (self.user_id, self.agent_id, max((row.seq for row in rows), default=0)))
+
+    def logs(self) -> ScopeLogs:
+        """The scope's state, decision log (with items) and recall log, in the order written."""
+        t, tp = self.clause("d")
+        with self.tx() as conn:
+            heads = conn.execute(f"SELECT id, decision_id, at, payload FROM decisions d WHERE {t} ORDER BY id",
+                                 tp).fetchall()
+            items: dict[int, list[tuple[str, bool, str, str]]] = {}
+            for rid, m, k, reason, p in conn.execute(
+                    "SELECT decision_rowid, memory_id, kept, reason, payload FROM decision_items "
+                    "WHERE decision_rowid = ANY(%s) ORDER BY memory_id", ([h[0] for h in heads],)):
+                items.setdefault(int(rid), []).append((m, bool(k), reason, p))
+            decisions = [LoggedDecision(did, float(at), head, items.get(int(rowid), []))
+                         for rowid, did, at, head in heads]
+            recalls = [(float(at), p) for at, p in conn.execute(
+                f"SELECT at, payload FROM recall_log d WHERE {t} ORDER BY id", tp)]
+            state = self.state()
+        return ScopeLogs(state, decisions, recalls)
+
+    @retried
+    def restore_logs(self, logs: ScopeLogs) -> bool:
+        """Write the logs and the scope state in one transaction, unless this scope already has a
+        decision or recall logged (then nothing; returns whether it wrote)."""
+        t, tp = self.clause("d")
+        with self.tx() as conn, conn.cursor() as cur:
+            if conn.execute(f"SELECT 1 FROM decisions d WHERE {t} UNION ALL SELECT 1 FROM recall_log d WHERE {t} "
+                            f"LIMIT 1", tp + tp).fetchone():
+                return False
+            for d in logs.decisions:
+                rowid = conn.execute("INSERT INTO decisions(decision_id, at, payload) VALUES (%s,%s,%s) RETURNING id",
+                                     (d.decision_id, d.at, d.head)).fetchone()[0]
+                if d.items:
+                    cur.executemany("INSERT INTO decision_items(decision_rowid, memory_id, kept, reason, payload) "
+                                    "VALUES (%s,%s,%s,%s,%s)", [(rowid, m, k, r, p) for m, k, r, p in d.items])
+            if logs.recalls:
+                cur.executemany("INSERT INTO recall_log(at, payload) VALUES (%s,%s)", logs.recalls)
+            st = logs.state
+            conn.execute("INSERT INTO scopes AS s (user_id, agent_id, seq, decision_seq, open_session, session_last_at) "
+                         "VALUES (%s,%s,%s,%s,%s,%s) ON CONFLICT (user_id, agent_id) DO UPDATE SET "
+                         "seq = greatest(s.seq, excluded.seq), decision_seq = excluded.decision_seq, "
+                         "open_session = excluded.open_session, session_last_at = excluded.session_last_at",
+                         (self.user_id, self.agent_id, st.seq, st.decision_seq, st.open_session, st.session_last_at))
+        return True
 
 def _first_duplicate(conn: Any, rows: list[tuple[Any, ...]]) -> int:
     """Index of the first row whose id is taken (inserted one at a time, each undone; another

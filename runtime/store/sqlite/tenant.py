@@ -19,7 +19,7 @@ import numpy as np
 
 from ...errors import EncoderMismatchError, ValidationError
 from ...record.memir import Flag, MemIR
-from ..backend import ScopeRow
+from ..backend import LoggedDecision, ScopeLogs, ScopeRow, StoredRow
 from ..filters import MemoryFilter
 from ..rows import COLUMNS, N_COLUMNS, READ_COLS, body_json, record_to_row, row_to_record, ts
 from .db import SqliteDB
@@ -372,3 +372,83 @@ class SqliteTenant:
             rows = conn.execute(f"SELECT payload FROM recall_log WHERE {t} ORDER BY id DESC LIMIT ?",
                                 tp + [int(limit)]).fetchall()
         return [json.loads(p) for (p,) in rows]
+
+    # ------------------------------------------------------------------ copying a store
+    def stored_rows(self, after_seq: int, limit: int) -> list[StoredRow]:
+        """The scope's memories with ``seq > after_seq``, in seq order, exactly as stored."""
+        t, tp = self.clause()
+        with self.db.read() as conn:
+            rows = conn.execute(
+                f"SELECT {READ_COLS}, m.tier, m.seq, v.vec, v.encoder_id, v.dim, c.features FROM memories m "
+                f"LEFT JOIN vectors v ON v.mem_rowid = m.rowid LEFT JOIN memory_context c ON c.mem_rowid = m.rowid "
+                f"WHERE {t} AND m.seq > ? ORDER BY m.seq, m.rowid LIMIT ?", tp + [int(after_seq), int(limit)]).fetchall()
+        return [StoredRow(row_to_record(*r[:5]), str(r[5]), int(r[6]),
+                          None if r[7] is None else np.frombuffer(r[7], np.float32).reshape(int(r[9])).copy(),
+                          r[8], None if r[10] is None else bytes(r[10])) for r in rows]
+
+    def restore_rows(self, rows: Sequence[StoredRow]) -> None:
+        """Insert rows exactly as given (ids, seq, tier, usage, vectors), skipping ids already here;
+        one transaction. The scope's write counter moves up to the highest seq."""
+        with self.db.transaction() as conn:
+            have = self.existing_ids([r.record.id for r in rows])
+            for row in rows:
+                r = row.record
+                if r.id in have:
+                    continue
+                rowid = conn.execute(_INSERT_MEMORY, record_to_row(r, row.seq, row.tier)).lastrowid
+                conn.executemany("INSERT OR IGNORE INTO memory_tags(mem_rowid, tag) VALUES (?,?)",
+                                 [(rowid, tag) for tag in r.metadata.tags])
+                conn.executemany("INSERT OR IGNORE INTO memory_parents(mem_rowid, parent_id) VALUES (?,?)",
+                                 [(rowid, p) for p in r.provenance.derived_from])
+                sup = r.metadata.attributes.get("supersedes")
+                if isinstance(sup, str):
+                    conn.execute("INSERT OR IGNORE INTO memory_links(mem_rowid, kind, target_id) "
+                                 "VALUES (?, 'supersedes', ?)", (rowid, sup))
+                if row.vector is not None:
+                    conn.execute("INSERT INTO vectors(mem_rowid, encoder_id, dim, vec) VALUES (?,?,?,?)",
+                                 (rowid, row.encoder_id, int(row.vector.shape[0]),
+                                  np.asarray(row.vector, np.float32).tobytes()))
+                if row.context is not None:
+                    conn.execute("INSERT INTO memory_context(mem_rowid, features) VALUES (?,?)", (rowid, row.context))
+            top = max((row.seq for row in rows), default=0)
+            self._ensure_state(conn)
+            conn.execute("UPDATE scopes SET seq = max(seq, ?) WHERE user_id=? AND agent_id=?",
+                         (top, self.user_id, self.agent_id))
+
+    def logs(self) -> ScopeLogs:
+        """The scope's state, decision log (with items) and recall log, in the order written."""
+        t, tp = self.clause("d")
+        with self.db.read() as conn:
+            heads = conn.execute(f"SELECT id, decision_id, at, payload FROM decisions d WHERE {t} ORDER BY id",
+                                 tp).fetchall()
+            decisions = [LoggedDecision(did, float(at), head, [
+                (m, bool(k), reason, p) for m, k, reason, p in conn.execute(
+                    "SELECT memory_id, kept, reason, payload FROM decision_items WHERE decision_rowid = ? "
+                    "ORDER BY memory_id", (rowid,))]) for rowid, did, at, head in heads]
+            t2, tp2 = self.clause("r")
+            recalls = [(float(at), p) for at, p in conn.execute(
+                f"SELECT at, payload FROM recall_log r WHERE {t2} ORDER BY id", tp2)]
+        return ScopeLogs(self.state(), decisions, recalls)
+
+    def restore_logs(self, logs: ScopeLogs) -> bool:
+        """Write the logs and the scope state in one transaction, unless this scope already has a
+        decision or recall logged (then nothing; returns whether it wrote)."""
+        t, tp = self.clause("d")
+        with self.db.transaction() as conn:
+            if conn.execute(f"SELECT 1 FROM decisions d WHERE {t} UNION ALL SELECT 1 FROM recall_log d WHERE {t} "
+                            f"LIMIT 1", tp + tp).fetchone():
+                return False
+            for d in logs.decisions:
+                rowid = conn.execute("INSERT INTO decisions(decision_id, user_id, agent_id, at, payload) "
+                                     "VALUES (?,?,?,?,?)", (d.decision_id, self.user_id, self.agent_id, d.at,
+                                                            d.head)).lastrowid
+                conn.executemany("INSERT INTO decision_items(decision_rowid, memory_id, kept, reason, payload) "
+                                 "VALUES (?,?,?,?,?)", [(rowid, m, int(k), r, p) for m, k, r, p in d.items])
+            conn.executemany("INSERT INTO recall_log(user_id, agent_id, at, payload) VALUES (?,?,?,?)",
+                             [(self.user_id, self.agent_id, at, p) for at, p in logs.recalls])
+            self._ensure_state(conn)
+            st = logs.state
+            conn.execute("UPDATE scopes SET seq = max(seq, ?), decision_seq = ?, open_session = ?, "
+                         "session_last_at = ? WHERE user_id=? AND agent_id=?",
+                         (st.seq, st.decision_seq, st.open_session, st.session_last_at, self.user_id, self.agent_id))
+        return True

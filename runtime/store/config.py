@@ -27,6 +27,9 @@ class StoreConfig:
             connection's read transaction to leave the WAL before it raises
             ``DeletionPendingError`` instead of reporting a deletion whose bytes remain.
         pool_size: PostgreSQL only: the most connections one store object holds open.
+        exact_search_max: PostgreSQL only: scopes with at most this many writes are searched
+            exactly inside the filter; a larger scope gets an HNSW index of its own (built in the
+            background) and is searched through it.
     """
 
     busy_timeout_ms: int = 5_000
@@ -36,6 +39,7 @@ class StoreConfig:
     policy: RetentionPolicy = field(default_factory=RetentionPolicy)
     scrub_wait_s: float = 30.0
     pool_size: int = 10
+    exact_search_max: int = 20_000
 
     def __post_init__(self) -> None:
         problems = []
@@ -43,6 +47,8 @@ class StoreConfig:
             problems.append(("busy_timeout_ms", "must be >= 0"))
         if not isinstance(self.scrub_wait_s, (int, float)) or not 0 <= self.scrub_wait_s < 86_400:
             problems.append(("scrub_wait_s", "must be seconds in [0, 86400)"))
+        if not isinstance(self.exact_search_max, int) or self.exact_search_max < 0:
+            problems.append(("exact_search_max", "must be an int >= 0"))
         if not isinstance(self.pool_size, int) or self.pool_size < 1:
             problems.append(("pool_size", "must be an int >= 1"))
         if self.candidate_pool < 1:

@@ -84,7 +84,8 @@ class MemoryStore:
         db: StoreBackend
         if is_postgres_url(path):
             from .postgres.backend import PgStore  # psycopg lives in the `postgres` extra
-            db = PgStore.open(str(path), pool_size=cfg.pool_size, create=create, embedder=lazy)
+            db = PgStore.open(str(path), pool_size=cfg.pool_size, create=create, embedder=lazy,
+                              exact_search_max=cfg.exact_search_max)
         else:
             db = SqliteStore.open(path, busy_timeout_ms=cfg.busy_timeout_ms, create=create, embedder=lazy)
         return cls(db, lazy, cfg)
@@ -170,6 +171,13 @@ class MemoryStore:
         for user_id, agent_id, _ in self.admin_users():
             rows += self.scope(user_id=user_id, agent_id=agent_id).export_rows()
         return dumps.write_dump(rows, path)
+
+    def admin_build_indexes(self) -> list[str]:
+        """Admin path: build now the vector index of every scope that needs one (PostgreSQL: an HNSW
+        index per scope past ``StoreConfig.exact_search_max``; SQLite: none). Run it after a bulk
+        import; otherwise each index is built in the background on its scope's first search."""
+        emb = self.embedder
+        return self._db.build_indexes(emb.encoder_id, emb.dim)
 
     def admin_copy_to(self, dest: MemoryStore, *, batch_size: int = 500, progress: bool = False) -> CopyReport:
         """Admin path: copy every scope of this store into ``dest`` (another backend, or another

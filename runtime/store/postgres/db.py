@@ -37,18 +37,22 @@ class PgDB:
         embedder: the store's encoder.
     """
 
-    def __init__(self, pool: Any, url: str, embedder: Embedder) -> None:
+    def __init__(self, pool: Any, url: str, embedder: Embedder, *, exact_search_max: int = 20_000) -> None:
         self._pool = pool
         self.path = redact_url(url)
         self._embedder = embedder
         self._local = threading.local()
-        self._indexed: set[tuple[str, int]] = set()
+        self._url = url
+        self.exact_search_max = exact_search_max
+        self._indexed: set[str] = set()     # HNSW indexes known valid
+        self._building: set[str] = set()    # HNSW indexes this process is building
         self._index_lock = threading.Lock()
         self._closed = False
 
     # ------------------------------------------------------------------ lifecycle
     @classmethod
-    def open(cls, url: str, *, pool_size: int, create: bool, embedder: Embedder) -> Self:
+    def open(cls, url: str, *, pool_size: int, create: bool, embedder: Embedder,
+             exact_search_max: int = 20_000) -> Self:
         """Connect, migrate (or check) the schema, and start the pool.
 
         Raises:
@@ -75,7 +79,7 @@ class PgDB:
                               # plan every statement with its real parameters: a cached generic plan for
                               # "this scope, this filter" can be orders of magnitude off for another scope
                               kwargs={"autocommit": True, "prepare_threshold": None}, configure=register_vector)
-        return cls(pool, url, embedder)
+        return cls(pool, url, embedder, exact_search_max=exact_search_max)
 
     @property
     def closed(self) -> bool:
@@ -170,21 +174,82 @@ class PgDB:
             yield conn
 
     # ------------------------------------------------------------------ vector indexes
-    def ensure_vector_index(self, encoder_id: str, dim: int) -> None:
-        """Create the HNSW index for this encoder's vectors once (as the owner, outside any scope)."""
-        key = (encoder_id, dim)
-        if key in self._indexed:
-            return
+    def vector_index_ready(self, user_id: str, agent_id: str, encoder_id: str, dim: int) -> bool:
+        """Whether the scope's HNSW index exists and is valid. When it does not, a build starts in
+        a background thread (once per process; other processes coordinate through an advisory
+        lock), and searches stay exact until it is ready."""
+        name, _ = hnsw_index_sql(user_id, agent_id, encoder_id, dim)
+        if name in self._indexed:
+            return True
+        with self._pool.connection() as conn:
+            row = conn.execute("SELECT i.indisvalid FROM pg_class c JOIN pg_index i ON i.indexrelid = c.oid "
+                               "WHERE c.relname = %s", (name,)).fetchone()
+        if row is not None and row[0]:
+            self._indexed.add(name)
+            return True
         with self._index_lock:
-            if key in self._indexed:
-                return
-            name, ddl = hnsw_index_sql(encoder_id, dim)
-            with self._pool.connection() as conn:
-                if conn.execute("SELECT to_regclass(%s)", (name,)).fetchone()[0] is None:
-                    with conn.transaction():
-                        conn.execute("SELECT pg_advisory_xact_lock(%s)", (0x6D656D6972 + 1,))
-                        conn.execute(ddl)
-            self._indexed.add(key)
+            if name not in self._building:
+                self._building.add(name)
+                threading.Thread(target=self._build_quietly, args=(user_id, agent_id, encoder_id, dim),
+                                 name=f"memir-hnsw-{name}", daemon=True).start()
+        return False
+
+    def _build_quietly(self, *key: Any) -> None:
+        try:
+            self.build_vector_index(*key)
+        except Exception:  # noqa: BLE001 - a background build that fails leaves searches exact; retried later
+            pass
+        finally:
+            with self._index_lock:
+                self._building.discard(hnsw_index_sql(*key)[0])
+
+    def build_vector_index(self, user_id: str, agent_id: str, encoder_id: str, dim: int) -> bool:
+        """Build the scope's HNSW index now (``CREATE INDEX CONCURRENTLY``: writers are not
+        blocked). Returns False when another client holds the build. An invalid index left by an
+        interrupted build is dropped and rebuilt."""
+        import psycopg
+
+        name, ddl = hnsw_index_sql(user_id, agent_id, encoder_id, dim)
+        with psycopg.connect(self._url, autocommit=True) as conn:
+            key = int.from_bytes(name.encode()[-8:], "big") & 0x7FFFFFFFFFFFFFFF
+            got = conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
+            if not (got and got[0]):
+                return False
+            try:
+                row = conn.execute("SELECT i.indisvalid FROM pg_class c JOIN pg_index i ON i.indexrelid = c.oid "
+                                   "WHERE c.relname = %s", (name,)).fetchone()
+                if row is not None and not row[0]:
+                    conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
+                conn.execute(ddl)
+            finally:
+                conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+        self._indexed.add(name)
+        return True
+
+    def build_indexes(self, encoder_id: str, dim: int) -> list[str]:
+        """Build now the HNSW index of every scope past ``exact_search_max`` (after a bulk import;
+        otherwise each is built in the background on its first search). Returns their names."""
+        out = []
+        for user_id, agent_id in self.large_scopes(self.exact_search_max):
+            self.build_vector_index(user_id, agent_id, encoder_id, dim)
+            out.append(hnsw_index_sql(user_id, agent_id, encoder_id, dim)[0])
+        return out
+
+    def large_scopes(self, min_writes: int) -> list[tuple[str, str]]:
+        """Scopes with more than ``min_writes`` writes (admin: which ones get an HNSW index)."""
+        with self.admin() as conn:
+            return [(u, a) for u, a in conn.execute(
+                "SELECT user_id, agent_id FROM scopes WHERE seq > %s ORDER BY user_id, agent_id", (min_writes,))]
+
+    def drop_vector_indexes(self, user_id: str) -> None:
+        """Drop every HNSW index of ``user_id``'s scopes (they hold the user's vectors)."""
+        with self._pool.connection() as conn:
+            names = [r[0] for r in conn.execute(
+                "SELECT indexname FROM pg_indexes WHERE tablename = 'vectors' AND indexname LIKE 'ix_vec_hnsw_%%' "
+                "AND indexdef LIKE %s", (f"%user_id = '{user_id.replace(chr(39), chr(39) * 2)}'::text%",))]
+            for name in names:
+                conn.execute(f"DROP INDEX IF EXISTS {name}")
+                self._indexed.discard(name)
 
     def drop_caches(self) -> None:
         """Nothing to drop: the Postgres backend keeps no vector cache in the process."""
@@ -221,6 +286,7 @@ class PgDB:
             n = int(conn.execute("SELECT count(*) FROM memories WHERE user_id = %s", (user_id,)).fetchone()[0])
             for table in ("recall_log", "decisions", "memories", "scopes"):  # cascades take the child tables
                 conn.execute(f"DELETE FROM {table} WHERE user_id = %s", (user_id,))
+        self.drop_vector_indexes(user_id)
         self.scrub(wait_s)
         return n
 
@@ -277,7 +343,6 @@ class PgDB:
         """Replace the vectors of these rowids in one transaction (re-embedding)."""
         import numpy as np
 
-        self.ensure_vector_index(encoder_id, dim)
         with self.admin() as conn, conn.cursor() as cur:
             cur.executemany(
                 "INSERT INTO vectors(mem_rowid, encoder_id, dim, vec, user_id, agent_id) "

@@ -112,19 +112,25 @@ _TENANT = ("user_id = current_setting('memir.user_id', true) "
            "AND agent_id = current_setting('memir.agent_id', true)")
 
 
-def hnsw_index_sql(encoder_id: str, dim: int) -> tuple[str, str]:
-    """(index name, CREATE INDEX statement) for the HNSW index over one encoder's vectors.
+def hnsw_index_sql(user_id: str, agent_id: str, encoder_id: str, dim: int) -> tuple[str, str]:
+    """(index name, ``CREATE INDEX CONCURRENTLY`` statement) for one large scope's HNSW index.
 
-    pgvector indexes need a fixed dimension, and a store may hold vectors of several encoders
-    (during a re-embedding), so the index is on ``vec::vector(dim)`` restricted to that encoder.
+    Each scope past the exact-search threshold gets an index of its own, restricted to its rows
+    and its encoder: a search walks only its own vectors (no post-filtering of other tenants'
+    neighbours), small scopes pay no index maintenance on write, and pgvector's fixed-dimension
+    requirement is met by indexing ``vec::vector(dim)``.
     """
     if not isinstance(dim, int) or not 0 < dim <= 2000:
         raise ValidationError(f"pgvector's HNSW index supports 1–2000 dimensions, the encoder has {dim}",
                               field="embedder.dim")
-    name = "ix_vec_hnsw_" + hashlib.sha1(f"{encoder_id}\x00{dim}".encode()).hexdigest()[:16]
-    lit = encoder_id.replace("'", "''")
-    return name, (f"CREATE INDEX IF NOT EXISTS {name} ON vectors USING hnsw ((vec::vector({dim})) vector_ip_ops) "
-                  f"WITH (m = 16, ef_construction = 64) WHERE encoder_id = '{lit}' AND dim = {dim}")
+    name = "ix_vec_hnsw_" + hashlib.sha1(f"{user_id}\x00{agent_id}\x00{encoder_id}\x00{dim}".encode()).hexdigest()[:20]
+
+    def lit(x: str) -> str:
+        return "'" + x.replace("'", "''") + "'"
+
+    return name, (f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON vectors USING hnsw ((vec::vector({dim})) "
+                  f"vector_ip_ops) WITH (m = 16, ef_construction = 64) WHERE user_id = {lit(user_id)} "
+                  f"AND agent_id = {lit(agent_id)} AND encoder_id = {lit(encoder_id)} AND dim = {dim}")
 
 
 def migrate(conn: Any, *, create: bool, where: str) -> None:

@@ -1,10 +1,12 @@
 """Filtered vector search over one scope of a PostgreSQL store, in one statement.
 
-A scope small enough (:data:`EXACT_MAX` writes) is scanned exactly *inside* the filter: the
-scope indexes find its rows, every distance is computed, the top ``pool`` kept — exact, as on
-SQLite. A larger scope uses the encoder's HNSW index (``ef_search`` sized to the pool) with the
-filter applied to what the index yields; if that leaves fewer than ``pool`` candidates while
-the filter admits more, it falls back to the exact scan, so a narrow filter never loses hits.
+A scope small enough (``StoreConfig.exact_search_max`` writes) is scanned exactly *inside* the
+filter: the scope indexes find its rows, every distance is computed, the top ``pool`` kept —
+exact, as on SQLite. A larger scope gets an HNSW index of its own (built in the background the
+first time a search finds the scope large; searches stay exact until it is ready) and is searched
+through it (``ef_search`` sized to the pool), the filter applied to what the index yields; if
+that leaves fewer than ``pool`` candidates, it falls back to the exact scan, so a narrow filter
+never loses hits.
 Candidates are re-ranked exactly as on SQLite (:func:`runtime.store.ranking.score`), and only the
 ``k`` records returned are parsed.
 """
@@ -22,25 +24,19 @@ from ..ranking import Hit, RankWeights, SearchResult, score
 from ..rows import READ_COLS, row_to_record
 from .tenant import PgTenant
 
-__all__ = ["EXACT_MAX", "search"]
-
-EXACT_MAX = 20_000
-"""Scopes with at most this many writes are searched exactly (``bench/bench_store.py --backend
-postgres`` measures where an exact scan stops being cheaper than the HNSW index)."""
+__all__ = ["search"]
 
 _COLS = f"m.rowid, m.id, m.confidence, m.half_life_s, m.event_time, m.active_role, m.sub_role, {READ_COLS}"
 
 
 def search(tenant: PgTenant, flt: MemoryFilter, now: datetime, q: np.ndarray, *, k: int, pool: int,
-           context: RoleContext | None, weights: RankWeights, exact: bool | None = None) -> SearchResult:
-    """Typed filter -> top-``pool`` by cosine (exact, or HNSW for large scopes) -> re-rank -> top ``k``.
-
-    ``exact``: force the exact scan (``True``) or the index (``False``); ``None`` chooses by scope size.
-    """
+           context: RoleContext | None, weights: RankWeights) -> SearchResult:
+    """Typed filter -> top-``pool`` by cosine (exact, or HNSW for large scopes) -> re-rank -> top ``k``."""
+    emb = tenant.db.embedder
     qv = np.asarray(q, np.float32)
     with tenant.tx() as conn:
-        if exact is None:
-            exact = tenant.state().seq <= EXACT_MAX
+        exact = (tenant.state().seq <= tenant.db.exact_search_max
+                 or not tenant.db.vector_index_ready(tenant.user_id, tenant.agent_id, emb.encoder_id, emb.dim))
         rows = None if exact else _hnsw(tenant, conn, flt, now, qv, pool)
         if rows is None:
             rows = _exact(tenant, conn, flt, now, qv, pool)
@@ -87,9 +83,9 @@ def _hnsw(tenant: PgTenant, conn: Any, flt: MemoryFilter, now: datetime, q: np.n
     conn.execute(f"SET LOCAL hnsw.ef_search = {ef}")
     rows = conn.execute(
         f"SELECT {_COLS}, v.vec::vector({dim}) <#> %s::vector({dim}) AS d FROM vectors v "
-        f"JOIN memories m ON m.rowid = v.mem_rowid WHERE v.encoder_id = %s AND v.dim = {dim} AND {t} AND {where} "
-        f"ORDER BY v.vec::vector({dim}) <#> %s::vector({dim}) LIMIT %s",
-        [q, emb.encoder_id, *tp, *params, q, int(pool)]).fetchall()
+        f"JOIN memories m ON m.rowid = v.mem_rowid WHERE v.user_id = %s AND v.agent_id = %s AND v.encoder_id = %s "
+        f"AND v.dim = {dim} AND {t} AND {where} ORDER BY v.vec::vector({dim}) <#> %s::vector({dim}) LIMIT %s",
+        [q, tenant.user_id, tenant.agent_id, emb.encoder_id, *tp, *params, q, int(pool)]).fetchall()
     if len(rows) >= pool:
         return list(rows)
     return None

@@ -115,7 +115,6 @@ class PgTenant:
                                       "unique (omit id to get a fresh one)", field=where(i, "id"))
             ids[r.id] = i
         emb = self.db.embedder
-        self.db.ensure_vector_index(emb.encoder_id, emb.dim)
         with self.tx() as conn:
             refs = {p for r in records for p in r.provenance.derived_from}
             refs |= {s for r in records if isinstance(s := r.metadata.attributes.get("supersedes"), str)}
@@ -400,8 +399,6 @@ class PgTenant:
     def restore_rows(self, rows: Sequence[StoredRow]) -> None:
         """Insert rows exactly as given (ids, seq, tier, usage, vectors), skipping ids already here;
         one transaction. The scope's write counter moves up to the highest seq."""
-        for enc, dim in {(r.encoder_id, int(r.vector.shape[0])) for r in rows if r.vector is not None and r.encoder_id}:
-            self.db.ensure_vector_index(enc, dim)
         with self.tx() as conn, conn.cursor() as cur:
             have = self.existing_ids([r.record.id for r in rows])
             todo = [row for row in rows if row.record.id not in have]

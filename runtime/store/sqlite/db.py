@@ -281,6 +281,10 @@ class SqliteDB:
         self.scrub(wait_s)
         return int(n)
 
+    def build_indexes(self, encoder_id: str, dim: int) -> list[str]:
+        """Nothing to build: SQLite scopes are searched exactly from the in-process vector cache."""
+        return []
+
     def stale_vectors(self, encoder_id: str) -> list[tuple[int, str]]:
         """(rowid, record JSON) of every memory with no vector from ``encoder_id`` (for re-embedding)."""
         with self.read() as conn:

@@ -12,7 +12,7 @@ import psycopg
 import pytest
 
 import runtime.store.postgres.search as pg_search
-from runtime import MemoryStore
+from runtime import MemoryStore, StoreConfig
 from runtime.encoders import HashEmbedder
 from runtime.errors import NotFoundError, ValidationError
 from runtime.store.postgres.backend import PgStore
@@ -75,20 +75,25 @@ def test_the_app_role_is_neither_superuser_nor_owner_nor_bypassing(store_target:
 
 
 def test_large_scopes_use_hnsw_with_recall_close_to_exact(store_target: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The public recall, once over the exact-scan threshold, goes through the HNSW index; its
-    top-10 agrees with the exact top-10 on at least 90% of hits, with and without a filter."""
+    """A scope past ``exact_search_max`` gets an HNSW index of its own; the public recall then goes
+    through it, and its top-10 agrees with the exact top-10 on at least 90% of hits, with and
+    without a filter. ``forget_user`` drops the index with the rows."""
     rng = np.random.default_rng(0)
     dim, n = 32, 3000
     vecs = rng.standard_normal((n, dim)).astype(np.float32)
     vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
     url = store_target("hnsw")
-    with MemoryStore.open(url, embedder=HashEmbedder(dim=dim)) as store:
-        me = store.scope(user_id="big")
+    emb = HashEmbedder(dim=dim)
+    with MemoryStore.open(url, embedder=emb, config=StoreConfig(exact_search_max=1000)) as store, \
+            MemoryStore.open(url, embedder=emb, config=StoreConfig(exact_search_max=10 ** 9)) as exact_store:
+        me, me_exact = store.scope(user_id="big"), exact_store.scope(user_id="big")
         for s in range(0, n, 500):
             me.write_many([{"content": f"doc {i}", "embedding": vecs[i].tolist(),
                             "tags": ["even" if i % 2 == 0 else "odd"]} for i in range(s, s + 500)])
+        store.scope(user_id="small").write("a small scope stays exact")
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute("ANALYZE")  # what autovacuum does after a bulk load (the README says to, after imports)
+        assert len(store.admin_build_indexes()) == 1  # only the large scope
         queries = rng.standard_normal((20, dim)).astype(np.float32)
         queries /= np.linalg.norm(queries, axis=1, keepdims=True)
         calls = {"hnsw": 0}
@@ -101,16 +106,18 @@ def test_large_scopes_use_hnsw_with_recall_close_to_exact(store_target: Any, mon
         monkeypatch.setattr(pg_search, "_hnsw", counting)
         for flt in ({}, {"tags": ["even"]}):
             allowed = np.arange(n) if not flt else np.arange(0, n, 2)
-            monkeypatch.setattr(pg_search, "EXACT_MAX", 10 ** 9)
-            exact = [[h.record.content for h in me.recall(q.tolist(), k=10, **flt)] for q in queries]
-            monkeypatch.setattr(pg_search, "EXACT_MAX", 0)
             before = calls["hnsw"]
+            exact = [[h.record.content for h in me_exact.recall(q.tolist(), k=10, **flt)] for q in queries]
+            assert calls["hnsw"] == before  # the exact store object never touches the index
             approx = [[h.record.content for h in me.recall(q.tolist(), k=10, **flt)] for q in queries]
             assert calls["hnsw"] - before == len(queries)
             truth = [[f"doc {i}" for i in allowed[np.argsort(-(vecs[allowed] @ q))[:10]]] for q in queries]
-            assert exact == truth or np.mean([len(set(e) & set(t)) / 10 for e, t in zip(exact, truth)]) == 1.0
+            assert [set(e) for e in exact] == [set(t) for t in truth]
             recall10 = np.mean([len(set(a) & set(e)) / 10 for a, e in zip(approx, exact)])
             assert recall10 >= 0.9, (flt, recall10)
+        store.forget_user("big")
+        with psycopg.connect(url) as conn:
+            assert conn.execute("SELECT count(*) FROM pg_indexes WHERE indexname LIKE 'ix_vec_hnsw_%'").fetchone()[0] == 0
 
 
 def test_open_refuses_a_foreign_database_and_a_missing_store(pg_server: PgServer) -> None:

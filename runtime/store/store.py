@@ -91,6 +91,12 @@ class MemoryStore:
         return cls(db, lazy, cfg)
 
     @property
+    def backend(self) -> StoreBackend:
+        """The storage backend (:class:`~runtime.store.backend.StoreBackend`): for admin tools that
+        work across stores, such as copying one into another. Agents work through :meth:`scope`."""
+        return self._db
+
+    @property
     def path(self) -> str:
         """The store file (``":memory:"`` for an in-memory store)."""
         return self._db.path
@@ -184,8 +190,8 @@ class MemoryStore:
         file), exactly as stored, then verify each scope by count and checksum. Resumable and
         idempotent (what ``dest`` already has is skipped). ``memir migrate SRC DST`` runs this."""
         self._db.check_open()
-        dest._db.check_open()
-        return copy_store(self._db, dest._db, batch_size=batch_size, progress=progress)
+        dest.backend.check_open()
+        return copy_store(self._db, dest.backend, batch_size=batch_size, progress=progress)
 
     def reembed(self, embedder: Embedder | None = None, *, batch_size: int = 256, progress: bool = False) -> int:
         """Re-encode every memory whose vector was made by another encoder (seed 001 pitfall 3).

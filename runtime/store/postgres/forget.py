@@ -70,7 +70,7 @@ def execute(tenant: PgTenant, conn: Any, p: ForgetPlan, *, reason: str, placehol
                 continue
             conn.execute("DELETE FROM memory_tags WHERE mem_rowid = %s", (row[0],))
             # the placeholder keeps a vector of its own text so recall over the scope stays consistent
-            conn.execute("INSERT INTO vectors(mem_rowid, encoder_id, dim, vec) VALUES (%s,%s,%s,%s) "
+            conn.execute("INSERT INTO vectors(mem_rowid, encoder_id, dim, vec) VALUES (%s,%s,%s,%b) "
                          "ON CONFLICT (mem_rowid) DO UPDATE SET encoder_id = excluded.encoder_id, "
                          "dim = excluded.dim, vec = excluded.vec", (row[0], emb.encoder_id, emb.dim, vec))
 

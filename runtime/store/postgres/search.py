@@ -66,7 +66,7 @@ def _exact(tenant: PgTenant, conn: Any, flt: MemoryFilter, now: datetime, q: np.
     where, params = flt.where(now, "%s")
     t, tp = tenant.clause()
     return conn.execute(
-        f"SELECT {_COLS}, v.vec <#> %s::vector AS d FROM memories m LEFT JOIN vectors v ON v.mem_rowid = m.rowid "
+        f"SELECT {_COLS}, v.vec <#> %b::vector AS d FROM memories m LEFT JOIN vectors v ON v.mem_rowid = m.rowid "
         f"AND v.encoder_id = %s AND v.dim = %s WHERE {t} AND {where} ORDER BY d NULLS FIRST, m.rowid LIMIT %s",
         [q, emb.encoder_id, emb.dim, *tp, *params, int(pool)]).fetchall()
 
@@ -82,9 +82,9 @@ def _hnsw(tenant: PgTenant, conn: Any, flt: MemoryFilter, now: datetime, q: np.n
     ef = min(1000, max(100, 4 * pool))
     conn.execute(f"SET LOCAL hnsw.ef_search = {ef}")
     rows = conn.execute(
-        f"SELECT {_COLS}, v.vec::vector({dim}) <#> %s::vector({dim}) AS d FROM vectors v "
+        f"SELECT {_COLS}, v.vec::vector({dim}) <#> %b::vector({dim}) AS d FROM vectors v "
         f"JOIN memories m ON m.rowid = v.mem_rowid WHERE v.user_id = %s AND v.agent_id = %s AND v.encoder_id = %s "
-        f"AND v.dim = {dim} AND {t} AND {where} ORDER BY v.vec::vector({dim}) <#> %s::vector({dim}) LIMIT %s",
+        f"AND v.dim = {dim} AND {t} AND {where} ORDER BY v.vec::vector({dim}) <#> %b::vector({dim}) LIMIT %s",
         [q, tenant.user_id, tenant.agent_id, emb.encoder_id, *tp, *params, q, int(pool)]).fetchall()
     if len(rows) >= pool:
         return list(rows)

@@ -167,7 +167,7 @@ class PgTenant:
                 if links:
                     cur.executemany("INSERT INTO memory_links(mem_rowid, kind, target_id) VALUES (%s,'supersedes',%s) "
                                     "ON CONFLICT DO NOTHING", links)
-                cur.executemany("INSERT INTO vectors(mem_rowid, encoder_id, dim, vec) VALUES (%s,%s,%s,%s)",
+                cur.executemany("INSERT INTO vectors(mem_rowid, encoder_id, dim, vec) VALUES (%s,%s,%s,%b)",
                                 [(rowid, emb.encoder_id, emb.dim, np.asarray(v, np.float32))
                                  for rowid, v in zip(rowids, vectors)])
         return list(range(first, first + len(records))), int(last) - int(decided)
@@ -184,16 +184,16 @@ class PgTenant:
     @retried
     def set_session_context(self, pairs: Sequence[tuple[str, np.ndarray]]) -> int:
         """Store session-context feature rows by memory id (replacing earlier ones); returns rows stored."""
+        if not pairs:
+            return 0
         t, tp = self.clause()
-        n = 0
         with self.tx() as conn:
-            for mid, row in pairs:
-                cur = conn.execute(
-                    f"INSERT INTO memory_context(mem_rowid, features) SELECT m.rowid, %s FROM memories m "
-                    f"WHERE {t} AND m.id = %s ON CONFLICT (mem_rowid) DO UPDATE SET features = excluded.features",
-                    [np.asarray(row, np.float64).tobytes(), *tp, mid])
-                n += cur.rowcount
-        return n
+            cur = conn.execute(
+                f"INSERT INTO memory_context(mem_rowid, features) SELECT m.rowid, x.f "
+                f"FROM unnest(%s::text[], %s::bytea[]) AS x(id, f) JOIN memories m ON m.id = x.id WHERE {t} "
+                f"ON CONFLICT (mem_rowid) DO UPDATE SET features = excluded.features",
+                [[mid for mid, _ in pairs], [np.asarray(row, np.float64).tobytes() for _, row in pairs], *tp])
+            return int(cur.rowcount)
 
     def session_context(self, ids: Sequence[str], width: int) -> np.ndarray:
         """Session-context feature rows of ``ids`` (row-aligned; NaN where the session is still open)."""
@@ -424,7 +424,7 @@ class PgTenant:
                          parents),
                         ("INSERT INTO memory_links(mem_rowid, kind, target_id) VALUES (%s,'supersedes',%s) "
                          "ON CONFLICT DO NOTHING", links),
-                        ("INSERT INTO vectors(mem_rowid, encoder_id, dim, vec) VALUES (%s,%s,%s,%s)", vecs),
+                        ("INSERT INTO vectors(mem_rowid, encoder_id, dim, vec) VALUES (%s,%s,%s,%b)", vecs),
                         ("INSERT INTO memory_context(mem_rowid, features) VALUES (%s,%s)", ctx)):
                     if params:
                         cur.executemany(sql, params)

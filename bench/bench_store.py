@@ -22,6 +22,7 @@ exact top-K, SQL re-check of the candidates, re-rank, record parsing and the usa
 
 Usage:
     python bench/bench_store.py            # full run (a few minutes)
+    python bench/bench_store.py --backend postgres   # SQLite beside PostgreSQL + pgvector (bench_backends.py)
     python bench/bench_store.py --quick    # smaller sizes, smoke check (~1 min)
 """
 
@@ -373,7 +374,18 @@ def main(argv: list[str] | None = None) -> int:
                          "before the runtime redesign); '' to skip")
     ap.add_argument("--only", choices=["writes", "write-context", "recall", "import"], default=None,
                     help="run one section only")
+    ap.add_argument("--backend", choices=["sqlite", "postgres"], default="sqlite",
+                    help="postgres: SQLite and PostgreSQL + pgvector side by side (write throughput, recall "
+                         "p50/p99 with concurrent clients at --pg-sizes, HNSW recall@10 vs exact)")
+    ap.add_argument("--pg-sizes", default="100000,1000000", help="memories for --backend postgres (comma-separated)")
+    ap.add_argument("--pg-users", type=int, default=1000, help="users the memories are spread over")
+    ap.add_argument("--pg-clients", type=int, default=8, help="concurrent client processes")
+    ap.add_argument("--pg-hnsw", type=int, default=100_000, help="memories in the one large scope for HNSW recall@10")
     args = ap.parse_args(argv)
+    if args.backend == "postgres":
+        from bench_backends import run as run_backends
+        return run_backends([int(x) for x in args.pg_sizes.split(",")], args.pg_users, args.pg_clients,
+                            args.queries or (50 if args.quick else 200), args.pg_hnsw, args.seed)
     rng = np.random.default_rng(args.seed)
     sizes = [2_000, 10_000] if args.quick else [10_000, 100_000]
     users, per = (20, 500) if args.quick else (100, 1_000)

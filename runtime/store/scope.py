@@ -497,9 +497,8 @@ class Scope:
         else:
             q = check_vector(query, store.embedder)
         pool = max(k, candidates or store.candidate_pool)
-        res = self._tenant.search(flt, now, q, k=k, pool=pool, context=context, weights=self.weights)
-        if update_usage and res.hits:
-            self._tenant.touch(res.rowids, now)
+        res = self._tenant.search(flt, now, q, k=k, pool=pool, context=context, weights=self.weights,
+                                  touch=update_usage)
         if explain and store.log_recalls:
             # the logged query is redacted: PII never reaches a log
             qtext = store.builder.draft(query, {}).text if isinstance(query, str) else "<vector>"

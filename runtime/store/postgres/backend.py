@@ -27,9 +27,10 @@ class PgScope(PgTenant):
     """One scope of a PostgreSQL store: its rows (:class:`PgTenant`) plus search, forgetting and decisions."""
 
     def search(self, flt: MemoryFilter, now: datetime, q: np.ndarray, *, k: int, pool: int,
-               context: RoleContext | None, weights: RankWeights) -> SearchResult:
-        """Exact inside the filter for small scopes, HNSW for large ones; re-ranked as on SQLite."""
-        return search(self, flt, now, q, k=k, pool=pool, context=context, weights=weights)
+               context: RoleContext | None, weights: RankWeights, touch: bool) -> SearchResult:
+        """Exact inside the filter for small scopes, HNSW for large ones; re-ranked as on SQLite; with
+        ``touch`` the hits' usage is updated in the same transaction."""
+        return search(self, flt, now, q, k=k, pool=pool, context=context, weights=weights, touch=touch)
 
     def forget_plan(self, memory_ids: Sequence[str], cascade: Cascade) -> ForgetPlan:
         return _forget.plan(self, memory_ids, cascade)

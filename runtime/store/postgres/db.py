@@ -46,6 +46,7 @@ class PgDB:
         self.exact_search_max = exact_search_max
         self._indexed: set[str] = set()     # HNSW indexes known valid
         self._building: set[str] = set()    # HNSW indexes this process is building
+        self._large: dict[tuple[str, str], tuple[bool, float]] = {}  # scope -> (past exact_search_max, when)
         self._index_lock = threading.Lock()
         self._closed = False
 
@@ -75,10 +76,14 @@ class PgDB:
         except psycopg.OperationalError as e:
             raise ValidationError(f"cannot connect to the PostgreSQL store at {where}: {str(e).strip()}",
                                   field="url") from e
+        def configure(conn: Any) -> None:
+            register_vector(conn)
+            # statements are prepared (parsed once), but always planned with their real parameters: a
+            # cached generic plan for "this scope, this filter" can be orders of magnitude off for another
+            conn.execute("SET plan_cache_mode = force_custom_plan")
+
         pool = ConnectionPool(url, min_size=1, max_size=max(1, pool_size), open=True, name="memir",
-                              # plan every statement with its real parameters: a cached generic plan for
-                              # "this scope, this filter" can be orders of magnitude off for another scope
-                              kwargs={"autocommit": True, "prepare_threshold": None}, configure=register_vector)
+                              kwargs={"autocommit": True, "prepare_threshold": 2}, configure=configure)
         return cls(pool, url, embedder, exact_search_max=exact_search_max)
 
     @property
@@ -174,6 +179,23 @@ class PgDB:
             yield conn
 
     # ------------------------------------------------------------------ vector indexes
+    def scope_is_large(self, user_id: str, agent_id: str) -> bool:
+        """Whether the scope has had more than ``exact_search_max`` writes (checked in the database at
+        most every 30 s per scope and process: a scope grows past the threshold slowly)."""
+        key = (user_id, agent_id)
+        now = time.monotonic()
+        hit = self._large.get(key)
+        if hit is not None and now - hit[1] < 30.0:
+            return hit[0]
+        with self.scoped(user_id, agent_id) as conn:
+            row = conn.execute("SELECT seq FROM scopes WHERE user_id = %s AND agent_id = %s",
+                               (user_id, agent_id)).fetchone()
+        large = row is not None and int(row[0]) > self.exact_search_max
+        if len(self._large) > 100_000:
+            self._large.clear()
+        self._large[key] = (large, now)
+        return large
+
     def vector_index_ready(self, user_id: str, agent_id: str, encoder_id: str, dim: int) -> bool:
         """Whether the scope's HNSW index exists and is valid. When it does not, a build starts in
         a background thread (once per process; other processes coordinate through an advisory

@@ -30,12 +30,19 @@ _COLS = f"m.rowid, m.id, m.confidence, m.half_life_s, m.event_time, m.active_rol
 
 
 def search(tenant: PgTenant, flt: MemoryFilter, now: datetime, q: np.ndarray, *, k: int, pool: int,
-           context: RoleContext | None, weights: RankWeights) -> SearchResult:
-    """Typed filter -> top-``pool`` by cosine (exact, or HNSW for large scopes) -> re-rank -> top ``k``."""
+           context: RoleContext | None, weights: RankWeights, touch: bool = False) -> SearchResult:
+    """Typed filter -> top-``pool`` by cosine (exact, or HNSW for large scopes) -> re-rank -> top ``k``,
+    and with ``touch`` the hits' usage update — one transaction."""
+    return tenant.db.retrying(lambda: _search(tenant, flt, now, q, k=k, pool=pool, context=context,
+                                              weights=weights, touch=touch))
+
+
+def _search(tenant: PgTenant, flt: MemoryFilter, now: datetime, q: np.ndarray, *, k: int, pool: int,
+            context: RoleContext | None, weights: RankWeights, touch: bool) -> SearchResult:
     emb = tenant.db.embedder
     qv = np.asarray(q, np.float32)
     with tenant.tx() as conn:
-        exact = (tenant.state().seq <= tenant.db.exact_search_max
+        exact = (not tenant.db.scope_is_large(tenant.user_id, tenant.agent_id)
                  or not tenant.db.vector_index_ready(tenant.user_id, tenant.agent_id, emb.encoder_id, emb.dim))
         rows = None if exact else _hnsw(tenant, conn, flt, now, qv, pool)
         if rows is None:
@@ -44,16 +51,18 @@ def search(tenant: PgTenant, flt: MemoryFilter, now: datetime, q: np.ndarray, *,
         if missing:  # rows of this scope without a vector of the store's encoder
             tenant.raise_if_mismatched(conn, missing)
             rows = [r for r in rows if r[-1] is not None]
-    if not rows:
-        return SearchResult([], [], [])
-    now_ts = now.timestamp()
-    scored = []
-    for raw_rank, r in enumerate(rows):
-        sim = -float(r[-1])  # <#> is the negative inner product; vectors are unit, so this is the cosine
-        _, _, conf, hl, ev, role, sub = r[:7]
-        scored.append((score(sim, conf, hl, ev, role, sub, now_ts, context, weights), ev, raw_rank, r))
-    scored.sort(key=lambda x: (-x[0].total, -x[0].similarity, -x[1]))  # ties: higher cosine, then newer
-    top = scored[:k]
+        if not rows:
+            return SearchResult([], [], [])
+        now_ts = now.timestamp()
+        scored = []
+        for raw_rank, r in enumerate(rows):
+            sim = -float(r[-1])  # <#> is the negative inner product; vectors are unit, so this is the cosine
+            _, _, conf, hl, ev, role, sub = r[:7]
+            scored.append((score(sim, conf, hl, ev, role, sub, now_ts, context, weights), ev, raw_rank, r))
+        scored.sort(key=lambda x: (-x[0].total, -x[0].similarity, -x[1]))  # ties: higher cosine, then newer
+        top = scored[:k]
+        if touch:
+            tenant.touch([int(r[0]) for _, _, _, r in top], now)
     hits = [Hit(row_to_record(*r[7:12]), sb, raw_rank) for sb, _, raw_rank, r in top]
     raw = [(str(r[1]), -float(r[-1])) for r in rows]
     return SearchResult(hits, [int(r[0]) for _, _, _, r in top], raw)

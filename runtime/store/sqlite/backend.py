@@ -27,9 +27,13 @@ class SqliteScope(SqliteTenant):
     """One scope of an SQLite store: its rows (:class:`SqliteTenant`) plus search, forgetting and decisions."""
 
     def search(self, flt: MemoryFilter, now: datetime, q: np.ndarray, *, k: int, pool: int,
-               context: RoleContext | None, weights: RankWeights) -> SearchResult:
-        """Typed filter (on the vector cache) -> exact top-``pool`` -> SQL re-check -> re-rank -> top ``k``."""
-        return search(self, flt, now, q, k=k, pool=pool, context=context, weights=weights)
+               context: RoleContext | None, weights: RankWeights, touch: bool) -> SearchResult:
+        """Typed filter (on the vector cache) -> exact top-``pool`` -> SQL re-check -> re-rank -> top ``k``;
+        with ``touch``, then the usage update of the hits."""
+        res = search(self, flt, now, q, k=k, pool=pool, context=context, weights=weights)
+        if touch and res.rowids:
+            self.touch(res.rowids, now)
+        return res
 
     def forget_plan(self, memory_ids: Sequence[str], cascade: Cascade) -> ForgetPlan:
         return _forget.plan(self, memory_ids, cascade)

@@ -28,3 +28,20 @@ def test_readme_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ca
     assert "retain(" not in code.group(1)
     # the card number in the example was redacted before it reached the database file
     assert b"4111 1111 1111 1111" not in (tmp_path / "agent.sqlite").read_bytes()
+
+
+@pytest.mark.postgres_only
+def test_readme_fleet_example_runs_on_postgres(store_target, monkeypatch: pytest.MonkeyPatch,  # type: ignore[no-untyped-def]
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    from runtime.encoders import load_default_embedder
+    from runtime.errors import EncoderUnavailableError
+
+    try:
+        load_default_embedder()
+    except EncoderUnavailableError:
+        pytest.skip("the ONNX encoder is not exported here (make encoder)")
+    code = re.search(r"```python fleet\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
+    assert code is not None, "README lost its PostgreSQL example"
+    monkeypatch.setenv("MEMIR_STORE_URL", store_target("fleet"))
+    exec(compile(code.group(1), "README.md", "exec"), {"__name__": "readme"})
+    assert capsys.readouterr().out.strip() == "['The Orion offsite moved to 12 June']"

@@ -69,6 +69,7 @@ class LocalPostgres:
         self.socket_dir = Path(tempfile.mkdtemp(prefix="memirpg-"))  # Unix socket paths must be short
         self._chown(self.socket_dir)
         self._started = False
+        self._bin = pgserver_bin()
 
     # ------------------------------------------------------------------ lifecycle
     def start(self, timeout_s: float = 60.0) -> LocalPostgres:
@@ -77,7 +78,8 @@ class LocalPostgres:
         Raises:
             LocalPostgresError: with the server log's tail when it cannot start.
         """
-        bin_dir = pgserver_bin()
+        bin_dir = self._reachable_bin()
+        self._bin = bin_dir
         if not (self.data_dir / "PG_VERSION").exists():
             self.data_dir.mkdir(parents=True, exist_ok=True)
             self._chown(self.data_dir)
@@ -97,7 +99,7 @@ class LocalPostgres:
             return
         self._started = False
         try:
-            self._run([str(pgserver_bin() / "pg_ctl"), "-D", str(self.data_dir), "-m", "fast", "-w", "stop"],
+            self._run([str(self._bin / "pg_ctl"), "-D", str(self.data_dir), "-m", "fast", "-w", "stop"],
                       "pg_ctl stop")
         finally:
             shutil.rmtree(self.socket_dir, ignore_errors=True)
@@ -126,6 +128,49 @@ class LocalPostgres:
                 conn.execute(f'CREATE DATABASE "{name}"')
 
     # ------------------------------------------------------------------ helpers
+    def _reachable_bin(self) -> Path:
+        """The binaries, where the server's OS user can run them. A venv inside a private directory
+        (a ``mktemp -d`` checkout, a home directory) is out of its reach: then the bundled install
+        (34 MB) is copied once into the temp directory, readable by everyone."""
+        bin_dir = pgserver_bin()
+        if self._user is None or self._can_run(bin_dir):
+            return bin_dir
+        # the binaries find their shared libraries at $ORIGIN/../../../pgserver.libs (an auditwheel
+        # layout): copy pgserver/pginstall and pgserver.libs side by side, as in site-packages
+        src = bin_dir.parent
+        site = src.parent.parent
+        stamp = os.stat(src)
+        dest = Path(tempfile.gettempdir()) / f"memir-pginstall-{stamp.st_ino}-{int(stamp.st_mtime)}"
+        if not (dest / ".complete").exists():
+            tmp = Path(tempfile.mkdtemp(prefix="memir-pginstall-", dir=tempfile.gettempdir()))
+            shutil.copytree(src, tmp / "i" / "pgserver" / "pginstall", symlinks=True)
+            if (site / "pgserver.libs").is_dir():
+                shutil.copytree(site / "pgserver.libs", tmp / "i" / "pgserver.libs", symlinks=True)
+            (tmp / "i" / ".complete").touch()
+            for d in (tmp / "i", tmp / "i" / "pgserver"):
+                os.chmod(d, 0o755)
+            try:
+                os.rename(tmp / "i", dest)
+            except OSError:  # another process won the race: use its copy
+                shutil.rmtree(tmp, ignore_errors=True)
+            else:
+                os.rmdir(tmp)
+        dest = dest / "pgserver" / "pginstall"
+        if not self._can_run(dest / "bin"):
+            raise LocalPostgresError(f"the OS user {self._user and self._user.pw_name!r} cannot run PostgreSQL from "
+                                     f"{src} nor from a copy in {dest}")
+        return dest / "bin"
+
+    def _can_run(self, bin_dir: Path) -> bool:
+        kwargs: dict[str, Any] = {}
+        if self._user is not None:
+            kwargs = {"user": self._user.pw_uid, "group": self._user.pw_gid, "extra_groups": [], "cwd": "/"}
+        try:
+            return subprocess.run([str(bin_dir / "postgres"), "--version"], capture_output=True, check=False,
+                                  **kwargs).returncode == 0
+        except OSError:
+            return False
+
     def _chown(self, path: Path) -> None:
         if self._user is not None:
             os.chown(path, self._user.pw_uid, self._user.pw_gid)

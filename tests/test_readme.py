@@ -10,7 +10,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_readme_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def _needs_encoder() -> None:
     from runtime.encoders import load_default_embedder
     from runtime.errors import EncoderUnavailableError
 
@@ -18,6 +18,10 @@ def test_readme_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ca
         load_default_embedder()
     except EncoderUnavailableError:
         pytest.skip("the ONNX encoder is not exported here (make encoder)")
+
+
+def test_readme_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    _needs_encoder()
     code = re.search(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
     assert code is not None, "README lost its python example"
     monkeypatch.chdir(tmp_path)
@@ -33,13 +37,7 @@ def test_readme_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ca
 @pytest.mark.postgres_only
 def test_readme_fleet_example_runs_on_postgres(store_target, monkeypatch: pytest.MonkeyPatch,  # type: ignore[no-untyped-def]
                                                capsys: pytest.CaptureFixture[str]) -> None:
-    from runtime.encoders import load_default_embedder
-    from runtime.errors import EncoderUnavailableError
-
-    try:
-        load_default_embedder()
-    except EncoderUnavailableError:
-        pytest.skip("the ONNX encoder is not exported here (make encoder)")
+    _needs_encoder()
     code = re.search(r"```python fleet\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
     assert code is not None, "README lost its PostgreSQL example"
     monkeypatch.setenv("MEMIR_STORE_URL", store_target("fleet"))

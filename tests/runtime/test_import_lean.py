@@ -16,7 +16,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 FORBIDDEN = ["torch", "lightning", "pytorch_lightning", "datasets", "sentence_transformers", "transformers",
-             "train", "cvxpy"]
+             "train", "cvxpy", "psycopg", "psycopg_pool", "pgvector"]  # the SQLite path never loads the PostgreSQL driver
 
 PROBE = """
 import json, sys, time

@@ -242,6 +242,8 @@ class PgDB:
                                    "WHERE c.relname = %s", (name,)).fetchone()
                 if row is not None and not row[0]:
                     conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
+                # the graph must fit in maintenance memory, or pgvector falls back to a far slower build
+                conn.execute("SET maintenance_work_mem = '512MB'")
                 conn.execute(ddl)
             finally:
                 conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
@@ -313,16 +315,18 @@ class PgDB:
         return n
 
     def scrub(self, wait_s: float = 30.0) -> None:
-        """Rewrite every tenant table without its dead rows (``VACUUM (FULL)``: new files, old ones
-        unlinked) and ``CHECKPOINT``, so deleted content leaves the table files.
+        """Rewrite every tenant table without its dead rows (``VACUUM (FULL)``: new files; the old ones
+        are truncated when it commits), then ``CHECKPOINT`` so the new files are written out.
 
         ``VACUUM (FULL)`` takes an exclusive lock per table while it rewrites it: other clients wait
-        (up to ``wait_s``, then this raises). WAL segments written before the checkpoint may still hold
-        the deleted rows until the server recycles and overwrites them (see the README).
+        (this waits up to ``wait_s`` for the lock, then raises). ``CHECKPOINT`` needs the
+        ``pg_checkpoint`` role (or superuser); without it the server's own next checkpoint does the
+        same. WAL segments written before may still hold the deleted rows until the server recycles
+        and overwrites them (see the README).
 
         Raises:
-            DeletionPendingError: a lock could not be had within ``wait_s``, or the user lacks the
-                privilege to ``CHECKPOINT`` (``pg_checkpoint`` role or superuser).
+            DeletionPendingError: a table's lock could not be had within ``wait_s``; the rows are
+                deleted (invisible to every reader) but their bytes are still in that table's file.
         """
         import psycopg
 
@@ -331,14 +335,17 @@ class PgDB:
             try:
                 conn.execute(f"SET lock_timeout = {max(1, int(wait_s * 1000))}")
                 conn.execute(f"VACUUM (FULL) {', '.join(TENANT_TABLES)}")
-                conn.execute("CHECKPOINT")
-            except (psycopg.errors.LockNotAvailable, psycopg.errors.InsufficientPrivilege) as e:
+            except psycopg.errors.LockNotAvailable as e:
                 raise DeletionPendingError(
-                    f"deleted, but the old bytes are still in the table files of {self.path}: "
-                    f"{e.diag.message_primary}; run store.scrub() again (as a user with pg_checkpoint) "
+                    f"deleted, but the old bytes are still in the table files of {self.path}: another client "
+                    f"held a lock for more than {wait_s:g} s ({e.diag.message_primary}); run store.scrub() again "
                     "once long transactions end") from e
             finally:
                 conn.execute("RESET lock_timeout")
+            try:
+                conn.execute("CHECKPOINT")
+            except psycopg.errors.InsufficientPrivilege:
+                pass  # the rewrite is committed; the server's next checkpoint writes the new files
 
     def checkpoint(self, wait_s: float = 0.0, *, required: bool = False) -> bool:
         """``CHECKPOINT`` (dirty pages to the table files). Returns whether it ran."""

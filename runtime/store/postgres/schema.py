@@ -98,7 +98,8 @@ _INDEXES = [
     "CREATE INDEX IF NOT EXISTS ix_mem_scope_role ON memories(user_id, agent_id, active_role, sub_role)",
     "CREATE INDEX IF NOT EXISTS ix_mem_scope_time ON memories(user_id, agent_id, event_time)",
     "CREATE INDEX IF NOT EXISTS ix_mem_scope_expiry ON memories(user_id, agent_id, expires_at)",
-    "CREATE INDEX IF NOT EXISTS ix_tags_tag ON memory_tags(tag, mem_rowid)",
+    # scope first: a tag filter probes this scope's rows with that tag, never every scope's
+    "CREATE INDEX IF NOT EXISTS ix_tags_scope_tag ON memory_tags(user_id, agent_id, tag, mem_rowid)",
     "CREATE INDEX IF NOT EXISTS ix_parents_parent ON memory_parents(parent_id)",
     "CREATE INDEX IF NOT EXISTS ix_links_target ON memory_links(kind, target_id)",
     "CREATE INDEX IF NOT EXISTS ix_vectors_scope ON vectors(user_id, agent_id, encoder_id)",

@@ -23,6 +23,7 @@ from ...record.memir import Flag, MemIR
 from ..backend import LoggedDecision, ScopeLogs, ScopeRow, StoredRow
 from ..filters import MemoryFilter
 from ..rows import COLUMNS, N_COLUMNS, READ_COLS, body_json, record_to_row, row_to_record, ts
+from ..write_checks import BatchNames, check_references, unique_ids
 from .db import PgDB
 
 __all__ = ["PgTenant", "lock_rows", "retried", "vector_array"]
@@ -102,33 +103,12 @@ class PgTenant:
         """
         import psycopg
 
-        def where(i: int, f: str) -> str:
-            return f"[{i}].{f}" if batch else f
-
-        def item(i: int) -> str:
-            return f"item {i}: " if batch else ""
-
-        ids: dict[str, int] = {}
-        for i, r in enumerate(records):
-            if r.id in ids:
-                raise ValidationError(f"{item(i)}id {r.id!r} repeats item {ids[r.id]} of this batch; ids must be "
-                                      "unique (omit id to get a fresh one)", field=where(i, "id"))
-            ids[r.id] = i
+        names = BatchNames(batch)
+        where, item = names.field, names.item
+        ids = unique_ids(records, names)
         emb = self.db.embedder
         with self.tx() as conn:
-            refs = {p for r in records for p in r.provenance.derived_from}
-            refs |= {s for r in records if isinstance(s := r.metadata.attributes.get("supersedes"), str)}
-            refs -= set(ids)
-            found = self.existing_ids(sorted(refs)) if refs else set()
-            for i, r in enumerate(records):
-                lost = [p for p in r.provenance.derived_from if p not in found and p not in ids]
-                if lost:  # another user's id is indistinguishable from a missing one
-                    raise ValidationError(f"{item(i)}provenance.derived_from points at ids that do not exist in "
-                                          f"this scope: {lost}", field=where(i, "provenance.derived_from"))
-                sup = r.metadata.attributes.get("supersedes")
-                if isinstance(sup, str) and sup not in found and sup not in ids:
-                    raise ValidationError(f"{item(i)}supersedes {sup!r}, which is not a memory of this scope",
-                                          field=where(i, "supersedes"))
+            check_references(records, ids, self.existing_ids, names)
             sid, last_at = session if session is not None else (None, None)
             last, decided = conn.execute(
                 "INSERT INTO scopes AS s (user_id, agent_id, seq, open_session, session_last_at) "
@@ -149,11 +129,7 @@ class PgTenant:
                     j = _first_duplicate(conn, rows)
                     raise ValidationError(f"{item(j)}id {records[j].id!r} already exists; omit id to get a fresh one",
                                           field=where(j, "id")) from e
-                rowids = []
-                while True:
-                    rowids.append(int(cur.fetchone()[0]))
-                    if not cur.nextset():
-                        break
+                rowids = _returned_rowids(cur)
                 tags = [(rowid, t) for rowid, r in zip(rowids, records) for t in r.metadata.tags]
                 parents = [(rowid, p) for rowid, r in zip(rowids, records) for p in r.provenance.derived_from]
                 links = [(rowid, s) for rowid, r in zip(rowids, records)
@@ -405,11 +381,7 @@ class PgTenant:
             if todo:
                 cur.executemany(_INSERT_MEMORY, [record_to_row(row.record, row.seq, row.tier) for row in todo],
                                 returning=True)
-                rowids = []
-                while True:
-                    rowids.append(int(cur.fetchone()[0]))
-                    if not cur.nextset():
-                        break
+                rowids = _returned_rowids(cur)
                 pairs = list(zip(rowids, todo))
                 tags = [(rid, tag) for rid, row in pairs for tag in row.record.metadata.tags]
                 parents = [(rid, p) for rid, row in pairs for p in row.record.provenance.derived_from]
@@ -474,6 +446,15 @@ class PgTenant:
                          "open_session = excluded.open_session, session_last_at = excluded.session_last_at",
                          (self.user_id, self.agent_id, st.seq, st.decision_seq, st.open_session, st.session_last_at))
         return True
+
+def _returned_rowids(cur: Any) -> list[int]:
+    """The ``RETURNING rowid`` of every statement of an ``executemany(..., returning=True)``."""
+    out = []
+    while True:
+        out.append(int(cur.fetchone()[0]))
+        if not cur.nextset():
+            return out
+
 
 def _first_duplicate(conn: Any, rows: list[tuple[Any, ...]]) -> int:
     """Index of the first row whose id is taken (inserted one at a time, each undone; another

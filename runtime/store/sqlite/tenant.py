@@ -22,6 +22,7 @@ from ...record.memir import Flag, MemIR
 from ..backend import LoggedDecision, ScopeLogs, ScopeRow, StoredRow
 from ..filters import MemoryFilter
 from ..rows import COLUMNS, N_COLUMNS, READ_COLS, body_json, record_to_row, row_to_record, ts
+from ..write_checks import BatchNames, check_references, unique_ids
 from .db import SqliteDB
 
 __all__ = ["SqliteTenant"]
@@ -76,33 +77,12 @@ class SqliteTenant:
         name the item (``[3].id``). ``session`` = ``(open session, its last event time)`` to
         persist in the same transaction.
         """
-        def where(i: int, f: str) -> str:
-            return f"[{i}].{f}" if batch else f
-
-        def item(i: int) -> str:
-            return f"item {i}: " if batch else ""
-
-        ids: dict[str, int] = {}
-        for i, r in enumerate(records):
-            if r.id in ids:
-                raise ValidationError(f"{item(i)}id {r.id!r} repeats item {ids[r.id]} of this batch; ids must be "
-                                      "unique (omit id to get a fresh one)", field=where(i, "id"))
-            ids[r.id] = i
+        names = BatchNames(batch)
+        where, item = names.field, names.item
+        ids = unique_ids(records, names)
         emb = self.db.embedder
         with self.db.transaction() as conn:
-            refs = {p for r in records for p in r.provenance.derived_from}
-            refs |= {s for r in records if isinstance(s := r.metadata.attributes.get("supersedes"), str)}
-            refs -= set(ids)
-            found = self.existing_ids(sorted(refs)) if refs else set()
-            for i, r in enumerate(records):
-                lost = [p for p in r.provenance.derived_from if p not in found and p not in ids]
-                if lost:  # another user's id is indistinguishable from a missing one
-                    raise ValidationError(f"{item(i)}provenance.derived_from points at ids that do not exist in "
-                                          f"this scope: {lost}", field=where(i, "provenance.derived_from"))
-                sup = r.metadata.attributes.get("supersedes")
-                if isinstance(sup, str) and sup not in found and sup not in ids:
-                    raise ValidationError(f"{item(i)}supersedes {sup!r}, which is not a memory of this scope",
-                                          field=where(i, "supersedes"))
+            check_references(records, ids, self.existing_ids, names)
             # One statement for the scope's state: its write counter, and the open session.
             sid, last_at = session if session is not None else (None, None)
             last, decided = conn.execute(
@@ -120,16 +100,7 @@ class SqliteTenant:
                 except sqlite3.IntegrityError as e:  # ids are unique store-wide; this reveals only "taken"
                     raise ValidationError(f"{item(j)}id {r.id!r} already exists; omit id to get a fresh one",
                                           field=where(j, "id")) from e
-                if r.metadata.tags:
-                    conn.executemany("INSERT OR IGNORE INTO memory_tags(mem_rowid, tag) VALUES (?,?)",
-                                     [(rowid, t) for t in r.metadata.tags])
-                if r.provenance.derived_from:
-                    conn.executemany("INSERT OR IGNORE INTO memory_parents(mem_rowid, parent_id) VALUES (?,?)",
-                                     [(rowid, p) for p in r.provenance.derived_from])
-                sup = r.metadata.attributes.get("supersedes")
-                if isinstance(sup, str):
-                    conn.execute("INSERT OR IGNORE INTO memory_links(mem_rowid, kind, target_id) "
-                                 "VALUES (?, 'supersedes', ?)", (rowid, sup))
+                _insert_links(conn, rowid, r)
                 conn.execute("INSERT INTO vectors(mem_rowid, encoder_id, dim, vec) VALUES (?,?,?,?)",
                              (rowid, emb.encoder_id, emb.dim, np.asarray(v, np.float32).tobytes()))
         return list(range(first, first + len(records))), int(last - decided)
@@ -396,14 +367,7 @@ class SqliteTenant:
                 if r.id in have:
                     continue
                 rowid = conn.execute(_INSERT_MEMORY, record_to_row(r, row.seq, row.tier)).lastrowid
-                conn.executemany("INSERT OR IGNORE INTO memory_tags(mem_rowid, tag) VALUES (?,?)",
-                                 [(rowid, tag) for tag in r.metadata.tags])
-                conn.executemany("INSERT OR IGNORE INTO memory_parents(mem_rowid, parent_id) VALUES (?,?)",
-                                 [(rowid, p) for p in r.provenance.derived_from])
-                sup = r.metadata.attributes.get("supersedes")
-                if isinstance(sup, str):
-                    conn.execute("INSERT OR IGNORE INTO memory_links(mem_rowid, kind, target_id) "
-                                 "VALUES (?, 'supersedes', ?)", (rowid, sup))
+                _insert_links(conn, rowid, r)
                 if row.vector is not None:
                     conn.execute("INSERT INTO vectors(mem_rowid, encoder_id, dim, vec) VALUES (?,?,?,?)",
                                  (rowid, row.encoder_id, int(row.vector.shape[0]),
@@ -452,3 +416,17 @@ class SqliteTenant:
                          "session_last_at = ? WHERE user_id=? AND agent_id=?",
                          (st.seq, st.decision_seq, st.open_session, st.session_last_at, self.user_id, self.agent_id))
         return True
+
+
+def _insert_links(conn: sqlite3.Connection, rowid: int | None, r: MemIR) -> None:
+    """A new row's tags, parents (``derived_from``) and ``supersedes`` link."""
+    if r.metadata.tags:
+        conn.executemany("INSERT OR IGNORE INTO memory_tags(mem_rowid, tag) VALUES (?,?)",
+                         [(rowid, t) for t in r.metadata.tags])
+    if r.provenance.derived_from:
+        conn.executemany("INSERT OR IGNORE INTO memory_parents(mem_rowid, parent_id) VALUES (?,?)",
+                         [(rowid, p) for p in r.provenance.derived_from])
+    sup = r.metadata.attributes.get("supersedes")
+    if isinstance(sup, str):
+        conn.execute("INSERT OR IGNORE INTO memory_links(mem_rowid, kind, target_id) VALUES (?, 'supersedes', ?)",
+                     (rowid, sup))

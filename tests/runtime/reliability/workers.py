@@ -39,7 +39,7 @@ def _ack(fh, lines: list[str]) -> None:  # type: ignore[no-untyped-def]
     os.fsync(fh.fileno())
 
 
-def crash(db: Path, acks: Path, seed: int) -> None:
+def crash(db: Path | str, acks: Path, seed: int) -> None:
     rng = random.Random(seed)
     store = open_store(db)
     scope = store.scope(user_id=f"u{seed % 2}", agent_id="a")
@@ -157,7 +157,7 @@ def many(target: str, out: Path, seed: int, seconds: float) -> None:
 if __name__ == "__main__":
     kind = sys.argv[1]
     if kind == "crash":
-        crash(Path(sys.argv[2]), Path(sys.argv[3]), int(sys.argv[4]))
+        crash(sys.argv[2], Path(sys.argv[3]), int(sys.argv[4]))
     elif kind == "many":
         many(sys.argv[2], Path(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5]))
     else:

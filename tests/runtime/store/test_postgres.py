@@ -5,6 +5,7 @@ and schema checks on open. The rest of the store suite runs on PostgreSQL throug
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import numpy as np
@@ -130,3 +131,13 @@ def test_open_refuses_a_foreign_database_and_a_missing_store(pg_server: PgServer
         MemoryStore.open(pg_server.fresh_empty(), embedder=HashEmbedder(dim=8), create=False)
     with pytest.raises(ValidationError, match="cannot connect"):
         MemoryStore.open("postgresql://nobody@127.0.0.1:1/none", embedder=HashEmbedder(dim=8))
+
+
+
+def test_a_postgres_url_without_the_driver_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lean install has no psycopg: opening a PostgreSQL URL says which extra to install."""
+    from runtime.errors import MissingDependencyError
+
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # import psycopg -> ImportError
+    with pytest.raises(MissingDependencyError, match=r"memir-runtime\[postgres\]"):
+        MemoryStore.open("postgresql://memir@localhost/memir", embedder=HashEmbedder(dim=8))

@@ -384,7 +384,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.backend == "postgres":
         from bench_backends import run as run_backends
-        return run_backends([int(x) for x in args.pg_sizes.split(",")], args.pg_users, args.pg_clients,
+        return run_backends([int(x) for x in args.pg_sizes.split(",") if x], args.pg_users, args.pg_clients,
                             args.queries or (50 if args.quick else 200), args.pg_hnsw, args.seed)
     rng = np.random.default_rng(args.seed)
     sizes = [2_000, 10_000] if args.quick else [10_000, 100_000]

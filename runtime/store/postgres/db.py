@@ -76,6 +76,7 @@ class PgDB:
         except psycopg.OperationalError as e:
             raise ValidationError(f"cannot connect to the PostgreSQL store at {where}: {str(e).strip()}",
                                   field="url") from e
+
         def configure(conn: Any) -> None:
             register_vector(conn)
             # statements are prepared (parsed once), but always planned with their real parameters: a

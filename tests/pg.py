@@ -8,6 +8,7 @@ If the server cannot start, every PostgreSQL test fails with the reason: they ne
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 import uuid
 from collections.abc import Iterator
@@ -118,6 +119,7 @@ def stored_bytes(store_path: str) -> dict[str, bytes]:
 def start_server() -> Iterator[PgServer]:
     """The session's server (``MEMIR_PG_DSN`` wins over starting one)."""
     dsn = os.environ.get("MEMIR_PG_DSN")
+    base: Path | None = None
     if dsn:
         server = PgServer(dsn)
     else:
@@ -131,3 +133,5 @@ def start_server() -> Iterator[PgServer]:
     finally:
         _CURRENT.remove(server)
         server.close()
+        if base is not None:  # the session's cluster goes with the session
+            shutil.rmtree(base, ignore_errors=True)

@@ -113,11 +113,7 @@ def copy_store(src: StoreBackend, dst: StoreBackend, *, batch_size: int = 500, p
             s, d = src.tenant(user_id, agent_id), dst.tenant(user_id, agent_id)
             copied = 0
             for rows in _rows(s, batch_size):
-                have = d.existing_ids([r.record.id for r in rows])
-                todo = [r for r in rows if r.record.id not in have]
-                if todo:
-                    d.restore_rows(todo)
-                    copied += len(todo)
+                copied += d.restore_rows(rows)  # skips what the destination already has
                 if bar is not None:
                     bar.update(len(rows))
             logs = s.logs()

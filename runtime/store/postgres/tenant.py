@@ -130,19 +130,7 @@ class PgTenant:
                     raise ValidationError(f"{item(j)}id {records[j].id!r} already exists; omit id to get a fresh one",
                                           field=where(j, "id")) from e
                 rowids = _returned_rowids(cur)
-                tags = [(rowid, t) for rowid, r in zip(rowids, records) for t in r.metadata.tags]
-                parents = [(rowid, p) for rowid, r in zip(rowids, records) for p in r.provenance.derived_from]
-                links = [(rowid, s) for rowid, r in zip(rowids, records)
-                         if isinstance(s := r.metadata.attributes.get("supersedes"), str)]
-                if tags:
-                    cur.executemany("INSERT INTO memory_tags(mem_rowid, tag) VALUES (%s,%s) ON CONFLICT DO NOTHING",
-                                    tags)
-                if parents:
-                    cur.executemany("INSERT INTO memory_parents(mem_rowid, parent_id) VALUES (%s,%s) "
-                                    "ON CONFLICT DO NOTHING", parents)
-                if links:
-                    cur.executemany("INSERT INTO memory_links(mem_rowid, kind, target_id) VALUES (%s,'supersedes',%s) "
-                                    "ON CONFLICT DO NOTHING", links)
+                _insert_links(cur, list(zip(rowids, records)))
                 cur.executemany("INSERT INTO vectors(mem_rowid, encoder_id, dim, vec) VALUES (%s,%s,%s,%b)",
                                 [(rowid, emb.encoder_id, emb.dim, np.asarray(v, np.float32))
                                  for rowid, v in zip(rowids, vectors)])
@@ -357,7 +345,6 @@ class PgTenant:
                                 [*tp, int(limit)]).fetchall()
         return [json.loads(p) for (p,) in rows]
 
-
     # ------------------------------------------------------------------ copying a store
     def stored_rows(self, after_seq: int, limit: int) -> list[StoredRow]:
         """The scope's memories with ``seq > after_seq``, in seq order, exactly as stored."""
@@ -372,9 +359,9 @@ class PgTenant:
                           r[8], None if r[9] is None else bytes(r[9])) for r in rows]
 
     @retried
-    def restore_rows(self, rows: Sequence[StoredRow]) -> None:
+    def restore_rows(self, rows: Sequence[StoredRow]) -> int:
         """Insert rows exactly as given (ids, seq, tier, usage, vectors), skipping ids already here;
-        one transaction. The scope's write counter moves up to the highest seq."""
+        one transaction. The scope's write counter moves up to the highest seq. Returns rows inserted."""
         with self.tx() as conn, conn.cursor() as cur:
             have = self.existing_ids([r.record.id for r in rows])
             todo = [row for row in rows if row.record.id not in have]
@@ -383,19 +370,11 @@ class PgTenant:
                                 returning=True)
                 rowids = _returned_rowids(cur)
                 pairs = list(zip(rowids, todo))
-                tags = [(rid, tag) for rid, row in pairs for tag in row.record.metadata.tags]
-                parents = [(rid, p) for rid, row in pairs for p in row.record.provenance.derived_from]
-                links = [(rid, sup) for rid, row in pairs
-                         if isinstance(sup := row.record.metadata.attributes.get("supersedes"), str)]
+                _insert_links(cur, [(rid, row.record) for rid, row in pairs])
                 vecs = [(rid, row.encoder_id, int(row.vector.shape[0]), np.asarray(row.vector, np.float32))
                         for rid, row in pairs if row.vector is not None]
                 ctx = [(rid, row.context) for rid, row in pairs if row.context is not None]
                 for sql, params in (
-                        ("INSERT INTO memory_tags(mem_rowid, tag) VALUES (%s,%s) ON CONFLICT DO NOTHING", tags),
-                        ("INSERT INTO memory_parents(mem_rowid, parent_id) VALUES (%s,%s) ON CONFLICT DO NOTHING",
-                         parents),
-                        ("INSERT INTO memory_links(mem_rowid, kind, target_id) VALUES (%s,'supersedes',%s) "
-                         "ON CONFLICT DO NOTHING", links),
                         ("INSERT INTO vectors(mem_rowid, encoder_id, dim, vec) VALUES (%s,%s,%s,%b)", vecs),
                         ("INSERT INTO memory_context(mem_rowid, features) VALUES (%s,%s)", ctx)):
                     if params:
@@ -403,6 +382,7 @@ class PgTenant:
             conn.execute("INSERT INTO scopes AS s (user_id, agent_id, seq) VALUES (%s,%s,%s) ON CONFLICT (user_id, "
                          "agent_id) DO UPDATE SET seq = greatest(s.seq, excluded.seq)",
                          (self.user_id, self.agent_id, max((row.seq for row in rows), default=0)))
+        return len(todo)
 
     def logs(self) -> ScopeLogs:
         """The scope's state, decision log (with items) and recall log, in the order written."""
@@ -446,6 +426,20 @@ class PgTenant:
                          "open_session = excluded.open_session, session_last_at = excluded.session_last_at",
                          (self.user_id, self.agent_id, st.seq, st.decision_seq, st.open_session, st.session_last_at))
         return True
+
+def _insert_links(cur: Any, rows: list[tuple[int, MemIR]]) -> None:
+    """New rows' tags, parents (``derived_from``) and ``supersedes`` links, in three batched statements."""
+    tags = [(rid, t) for rid, r in rows for t in r.metadata.tags]
+    parents = [(rid, p) for rid, r in rows for p in r.provenance.derived_from]
+    links = [(rid, sup) for rid, r in rows if isinstance(sup := r.metadata.attributes.get("supersedes"), str)]
+    for sql, params in (
+            ("INSERT INTO memory_tags(mem_rowid, tag) VALUES (%s,%s) ON CONFLICT DO NOTHING", tags),
+            ("INSERT INTO memory_parents(mem_rowid, parent_id) VALUES (%s,%s) ON CONFLICT DO NOTHING", parents),
+            ("INSERT INTO memory_links(mem_rowid, kind, target_id) VALUES (%s,'supersedes',%s) ON CONFLICT DO NOTHING",
+             links)):
+        if params:
+            cur.executemany(sql, params)
+
 
 def _returned_rowids(cur: Any) -> list[int]:
     """The ``RETURNING rowid`` of every statement of an ``executemany(..., returning=True)``."""

@@ -357,9 +357,9 @@ class SqliteTenant:
                           None if r[7] is None else np.frombuffer(r[7], np.float32).reshape(int(r[9])).copy(),
                           r[8], None if r[10] is None else bytes(r[10])) for r in rows]
 
-    def restore_rows(self, rows: Sequence[StoredRow]) -> None:
+    def restore_rows(self, rows: Sequence[StoredRow]) -> int:
         """Insert rows exactly as given (ids, seq, tier, usage, vectors), skipping ids already here;
-        one transaction. The scope's write counter moves up to the highest seq."""
+        one transaction. The scope's write counter moves up to the highest seq. Returns rows inserted."""
         with self.db.transaction() as conn:
             have = self.existing_ids([r.record.id for r in rows])
             for row in rows:
@@ -378,6 +378,7 @@ class SqliteTenant:
             self._ensure_state(conn)
             conn.execute("UPDATE scopes SET seq = max(seq, ?) WHERE user_id=? AND agent_id=?",
                          (top, self.user_id, self.agent_id))
+        return sum(1 for row in rows if row.record.id not in have)
 
     def logs(self) -> ScopeLogs:
         """The scope's state, decision log (with items) and recall log, in the order written."""

@@ -85,11 +85,11 @@ def test_an_interrupted_copy_resumes(tmp_path: Path, store_target: Any, monkeypa
     calls = {"n": 0}
     real = SqliteTenant.restore_rows
 
-    def dies_after_two_batches(self: SqliteTenant, rows: Any) -> None:
+    def dies_after_two_batches(self: SqliteTenant, rows: Any) -> int:
         calls["n"] += 1
         if calls["n"] == 3:
             raise KeyboardInterrupt  # the operator's Ctrl-C, mid-copy
-        real(self, rows)
+        return real(self, rows)
 
     monkeypatch.setattr(SqliteTenant, "restore_rows", dies_after_two_batches)
     assert main(["migrate", src, str(dst), "--create", "--batch-size", "2", "--quiet"]) == cli.EXIT["interrupted"]

@@ -24,10 +24,11 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
+from utilitynet.columns import RecordColumns
 from utilitynet.context import ScoringContext
 
 from ..errors import ValidationError
@@ -35,16 +36,62 @@ from ..record.memir import MemIR, new_id
 from ..scoring.protocol import Scorer
 from .decision import Action, Bonus, Constraint, Cut, CutItem, ItemDecision, RetentionDecision
 from .policy import RetentionPolicy
-from .rules import CompiledRules, RuleSet
-from .solver import RetentionProblem, RetentionResult, solve, violations
+from .rules import CompiledRules, RuleSet, RuleView
+from .solver import REASON_CODES, RetentionProblem, RetentionResult, solve, violations
 from .solver.explain import Explanation
 
-__all__ = ["Plan", "RetentionPlan", "approx_tokens", "audit", "recent_context", "scoring_context"]
+__all__ = ["ItemColumns", "ItemTable", "Plan", "RetentionPlan", "approx_tokens", "audit", "recent_context", "scoring_context"]
 
 
 def approx_tokens(text: str) -> int:
     """Token estimate for budgets (≈ 4 characters per token, ≥ 1), cheap and tokenizer-free."""
     return max(1, (len(text) + 3) // 4)
+
+
+def approx_tokens_array(lengths: np.ndarray) -> np.ndarray:
+    """:func:`approx_tokens` of texts of these lengths (characters), as floats."""
+    return np.maximum(1, (np.asarray(lengths, dtype=np.int64) + 3) // 4).astype(float)
+
+
+@dataclass(frozen=True)
+class ItemTable:
+    """The items of one decision held column-wise: what a batch scorer (``memir score``, a data
+    engine's block) hands the plan instead of MemIR objects. The scorer reads ``columns``, the
+    rules read ``view``, budgets read ``content_lengths``; nothing else is needed.
+
+    Attributes:
+        ids: the record ids, row-aligned with everything else.
+        columns: what :meth:`~runtime.scoring.UtilityScorer.score_columns` reads.
+        view: what the rules read.
+        content_lengths: characters per content (the token estimate of budgets).
+    """
+
+    ids: Sequence[str]
+    columns: RecordColumns
+    view: RuleView
+    content_lengths: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+@dataclass(frozen=True)
+class ItemColumns:
+    """Per-item results of a solved plan as arrays (row-aligned with the plan's items): what
+    :meth:`RetentionPlan.to_decision` turns into :class:`ItemDecision` objects, and what a batch
+    scorer writes out directly.
+
+    Attributes:
+        kept: bool. action: the planned action per item (``keep``/``write``/``archive``/``delete``/``skip``).
+        reason: the :class:`~runtime.retention.Reason` value per item.
+        utility: model utility + rule bonuses (what the solver used). model_utility: the scorer's.
+    """
+
+    kept: np.ndarray
+    action: list[str]
+    reason: list[str]
+    utility: np.ndarray
+    model_utility: np.ndarray
 
 
 def recent_context(vectors: np.ndarray) -> np.ndarray | None:
@@ -83,7 +130,9 @@ class Plan:
     """A retention problem ready to solve, and what produced it.
 
     Attributes:
-        records: the items (working memories, then candidates), row-aligned with everything else.
+        records: the items (working memories, then candidates), row-aligned with everything else:
+            MemIR records, or an :class:`ItemTable` (batch scoring).
+        ids: the item ids.
         candidate: True for unsaved candidates.
         model_utility: the scorer's utilities.
         compiled: the rules evaluated on ``records``.
@@ -91,7 +140,8 @@ class Plan:
         capacity, budget_tokens: the limits used.
     """
 
-    records: tuple[MemIR, ...]
+    records: tuple[MemIR, ...] | ItemTable
+    ids: tuple[str, ...]
     candidate: np.ndarray
     model_utility: np.ndarray
     compiled: CompiledRules
@@ -114,31 +164,55 @@ class RetentionPlan:
         self.scorer = scorer
         self.rules: RuleSet = policy.ruleset
 
-    def build(self, records: Sequence[MemIR], vectors: np.ndarray, ctx: ScoringContext, *,
+    def build(self, records: Sequence[MemIR] | ItemTable, vectors: np.ndarray, ctx: ScoringContext, *,
               candidate: np.ndarray | None = None) -> Plan:
-        """Score, compile the rules and state the problem."""
+        """Score, compile the rules and state the problem. ``records`` are MemIR records or, from a
+        batch scorer, an :class:`ItemTable` (scored with the scorer's ``score_columns``)."""
+        table = records if isinstance(records, ItemTable) else None
         n = len(records)
         vecs = np.asarray(vectors, dtype=np.float32)
         if vecs.ndim != 2 or vecs.shape[0] != n:
             raise ValidationError(f"vectors must be ({n}, d), got {vecs.shape}", field="vectors")
         cand = np.zeros(n, dtype=bool) if candidate is None else np.asarray(candidate, dtype=bool)
-        model_u = (np.asarray(self.scorer.score(records, vecs, ctx), dtype=np.float64) if n
-                   else np.zeros(0, dtype=np.float64))
+        if not n:
+            model_u = np.zeros(0, dtype=np.float64)
+        elif table is not None:
+            score_columns = getattr(self.scorer, "score_columns", None)
+            if score_columns is None:
+                raise ValidationError(f"scorer {self.scorer.name!r} cannot score columns (no score_columns): "
+                                      "pass MemIR records instead", field="scorer")
+            model_u = np.asarray(score_columns(table.columns, vecs, ctx), dtype=np.float64)
+        else:
+            model_u = np.asarray(self.scorer.score(records, vecs, ctx), dtype=np.float64)  # type: ignore[arg-type]
         if model_u.shape != (n,) or not np.isfinite(model_u).all():
             raise ValidationError(f"scorer {self.scorer.name!r} must return {n} finite utilities, got shape "
                                   f"{model_u.shape}", field="scorer")
-        compiled = self.rules.compile(records, ctx.now)
+        if table is not None:
+            view, ids, lengths = table.view, tuple(table.ids), table.content_lengths
+        else:
+            recs: Sequence[MemIR] = records  # type: ignore[assignment]
+            view = RuleView.from_records(recs)
+            ids, lengths = tuple(view.ids), np.array([len(c) for c in view.content], dtype=np.int64)
+        compiled = self.rules.compile(view, ctx.now)
         utility = model_u + np.asarray(compiled.bonus, dtype=np.float64)
         cap = self.policy.capacity
-        k = int(cap(records, utility)) if callable(cap) else cap
+        k: int | None
+        if callable(cap):
+            if table is not None:
+                raise ValidationError("a capacity function needs MemIR records; batch scoring takes a number",
+                                      field="capacity")
+            k = int(cap(records, utility))  # type: ignore[arg-type]
+        else:
+            k = cap
         budget = self.policy.budget_tokens
-        weights = np.array([approx_tokens(r.content) for r in records], float) if budget is not None else None
+        weights = approx_tokens_array(lengths) if budget is not None else None
         problem = RetentionProblem(
             utility=utility, capacity=k, weights=weights, budget=budget,
             must_keep=compiled.must_keep, must_forget=compiled.must_forget, implies=compiled.implies,
-            excludes=compiled.excludes, quotas=compiled.quotas, item_ids=[r.id for r in records],
+            excludes=compiled.excludes, quotas=compiled.quotas, item_ids=list(ids),
             overflow_penalty=self.policy.overflow_penalty, on_infeasible=self.policy.on_infeasible)
-        return Plan(tuple(records), cand, model_u, compiled, problem, k, budget)
+        held = table if table is not None else tuple(records)  # type: ignore[arg-type]
+        return Plan(held, ids, cand, model_u, compiled, problem, k, budget)
 
     def solve(self, plan: Plan) -> RetentionResult:
         """Run the policy's solver on the plan's problem."""
@@ -156,25 +230,41 @@ class RetentionPlan:
         return self.to_decision(plan, result, at=ctx.now, user_id=user_id, agent_id=agent_id, trigger=trigger,
                                 decision_id=decision_id, started=t0)
 
+    def item_columns(self, plan: Plan, result: RetentionResult) -> ItemColumns:
+        """Per-item results of a solved plan as arrays (the one place actions are assigned)."""
+        keep = np.asarray(result.keep, dtype=bool)
+        n = len(plan.ids)
+        action = np.full(n, self.policy.forgotten, dtype=object)
+        for i, a in plan.compiled.forget_action.items():
+            action[i] = a
+        action[keep] = "keep"
+        action[plan.candidate] = np.where(keep[plan.candidate], "write", "skip")
+        expl = result.explanation
+        reasons = [r.value for r in REASON_CODES]
+        return ItemColumns(kept=keep, action=action.tolist(),
+                           reason=[reasons[c] for c in np.asarray(expl.reason_codes).tolist()],
+                           utility=np.asarray(plan.problem.utility, dtype=np.float64),
+                           model_utility=np.asarray(plan.model_utility, dtype=np.float64))
+
     def to_decision(self, plan: Plan, result: RetentionResult, *, at: datetime, user_id: str, agent_id: str,
                     trigger: str, decision_id: str | None = None, started: float | None = None) -> RetentionDecision:
         """The typed decision of a solved plan (planned actions; nothing applied)."""
         expl = result.explanation
-        keep = np.asarray(result.keep, dtype=bool)
+        cols = self.item_columns(plan, result)
         items: dict[str, ItemDecision] = {}
         kept: list[str] = []
         archived: list[str] = []
         deleted: list[str] = []
         written: list[str] = []
-        for i, r in enumerate(plan.records):
-            action = self._action(plan, i, bool(keep[i]))
-            {"keep": kept, "write": kept, "archive": archived, "delete": deleted}.get(action, []).append(r.id)
+        for i, rid in enumerate(plan.ids):
+            action = cast(Action, cols.action[i])
+            {"keep": kept, "write": kept, "archive": archived, "delete": deleted}.get(action, []).append(rid)
             if action == "write":
-                written.append(r.id)
+                written.append(rid)
             info = expl.item(i)
-            items[r.id] = ItemDecision(
-                memory_id=r.id, kept=bool(keep[i]), reason=expl.reason(i), action=action,
-                utility=float(plan.problem.utility[i]), model_utility=float(plan.model_utility[i]),
+            items[rid] = ItemDecision(
+                memory_id=rid, kept=bool(cols.kept[i]), reason=expl.reason(i), action=action,
+                utility=float(cols.utility[i]), model_utility=float(cols.model_utility[i]),
                 bonuses=[Bonus(rule=nm, add=float(a)) for nm, a in plan.compiled.bonus_reasons[i]],
                 rule=plan.compiled.must_keep.get(i) or plan.compiled.must_forget.get(i),
                 cause=info["cause"], candidate=bool(plan.candidate[i]))
@@ -183,19 +273,10 @@ class RetentionPlan:
             decision_id=decision_id or new_id("dec"), at=at, user_id=user_id, agent_id=agent_id, trigger=trigger,
             scorer=self.scorer.name, method=result.method, engine=result.engine, status=result.status,
             objective=float(result.objective), capacity=plan.capacity, budget_tokens=plan.budget_tokens,
-            kept=kept, archived=archived, deleted=deleted, written=written, n_items=len(plan.records),
+            kept=kept, archived=archived, deleted=deleted, written=written, n_items=len(plan.ids),
             constraints=[_constraint(c) for c in expl.constraints], cut=_cut(expl),
             overflow={k: float(v) for k, v in result.overflow.items()}, upper_bound=result.upper_bound,
-            gap=result.gap, items=items, inputs_digest=_digest(plan), solve_ms=result.solve_ms, total_ms=total_ms)
-
-    def _action(self, plan: Plan, i: int, kept: bool) -> Action:
-        if plan.candidate[i]:
-            return "write" if kept else "skip"
-        if kept:
-            return "keep"
-        if i in plan.compiled.forget_action:
-            return plan.compiled.forget_action[i]
-        return self.policy.forgotten
+            gap=result.gap, items=items, inputs_digest=digest(plan), solve_ms=result.solve_ms, total_ms=total_ms)
 
 
 def _constraint(c: dict[str, Any]) -> Constraint:
@@ -211,10 +292,11 @@ def _cut(expl: Explanation) -> Cut:
                marginal_utility=expl.cut["marginal_utility"])
 
 
-def _digest(plan: Plan) -> str:
+def digest(plan: Plan) -> str:
+    """A short digest of a plan's inputs (ids, utilities, limits): equal inputs, equal digest."""
     h = hashlib.sha256()
-    for r in plan.records:
-        h.update(r.id.encode())
+    for rid in plan.ids:
+        h.update(rid.encode())
     h.update(np.asarray(plan.problem.utility, np.float64).tobytes())
     h.update(repr((plan.capacity, plan.budget_tokens)).encode())
     return h.hexdigest()[:16]

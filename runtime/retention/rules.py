@@ -31,19 +31,23 @@ Example YAML::
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 from pydantic import ValidationError as PydanticValidationError
+
+from utilitynet.columns import ROLE_IDX, SENS_IDX, SRC_IDX, codes, flag_bits, timestamps, ts
 
 from ..errors import ValidationError
 from ..record.memir import DialogRole, Flag, Label, MemIR, Sensitivity, SourceType
 from .solver import Quota
 
-__all__ = ["Match", "RuleSet", "CompiledRules", "DEFAULT_RULES", "ForgetAction", "load_rules"]
+__all__ = ["Match", "RuleSet", "RuleView", "CompiledRules", "DEFAULT_RULES", "ForgetAction", "load_rules"]
 
 ForgetAction = Literal["delete", "archive"]
 
@@ -95,34 +99,111 @@ class Match(_Strict):
         return self
 
     def __call__(self, r: MemIR, now: datetime) -> bool:
-        m = r.metadata
-        if self.flags is not None and not set(self.flags) <= set(m.flags):
-            return False
-        if self.tags is not None and not set(self.tags) & set(m.tags):
-            return False
-        if self.tag_prefix is not None and not any(t.startswith(self.tag_prefix) for t in m.tags):
-            return False
-        if self.source_types is not None and r.provenance.type not in self.source_types:
-            return False
-        if self.dialog_roles is not None and r.role_context.dialog_role not in self.dialog_roles:
-            return False
-        if self.roles is not None and r.role_context.active_role not in self.roles:
-            return False
-        if self.sub_roles is not None and r.role_context.sub_role not in self.sub_roles:
-            return False
-        if self.sensitivity is not None and m.sensitivity not in self.sensitivity:
-            return False
-        if self.expired is not None and r.is_expired(now) != self.expired:
-            return False
-        if self.min_confidence is not None and m.confidence < self.min_confidence:
-            return False
-        if self.max_confidence is not None and m.confidence > self.max_confidence:
-            return False
-        if self.attributes is not None and any(m.attributes.get(k) != v for k, v in self.attributes.items()):
-            return False
-        if self._regex is not None and not self._regex.search(r.content):
-            return False
-        return True
+        """Whether one record matches (the same predicate as :meth:`mask`, on a one-row view)."""
+        return bool(self.mask(RuleView.from_records([r]), now)[0])
+
+    def mask(self, v: RuleView, now: datetime) -> np.ndarray:
+        """Which rows of a column view match: a bool array, vectorised where the field allows it
+        (flags, enums, confidence, expiry); tags, attributes and the regex are tested only on the
+        rows every other condition already let through."""
+        n = len(v)
+        m = np.ones(n, dtype=bool)
+        if self.flags is not None:
+            need = flag_bits(self.flags)
+            m &= (v.flags & need) == need
+        if self.source_types is not None:
+            m &= np.isin(v.source, [SRC_IDX[s.value] for s in self.source_types])
+        if self.dialog_roles is not None:
+            m &= np.isin(v.dialog_role, [ROLE_IDX[d.value] for d in self.dialog_roles])
+        if self.sensitivity is not None:
+            m &= np.isin(v.sensitivity, [SENS_IDX[s.value] for s in self.sensitivity])
+        if self.expired is not None:
+            exp = np.asarray(v.expires_at, dtype=np.float64)
+            expired = ~np.isnan(exp) & (exp <= ts(now))
+            m &= expired == self.expired
+        if self.min_confidence is not None:
+            m &= v.confidence >= self.min_confidence
+        if self.max_confidence is not None:
+            m &= v.confidence <= self.max_confidence
+        tests: list[Callable[[int], bool]] = []
+        if self.roles is not None:
+            roles = set(self.roles)
+            tests.append(lambda i: v.active_role[i] in roles)
+        if self.sub_roles is not None:
+            subs = set(self.sub_roles)
+            tests.append(lambda i: v.sub_role[i] in subs)
+        if self.tags is not None:
+            want = set(self.tags)
+            tests.append(lambda i: not want.isdisjoint(v.tags[i]))
+        if self.tag_prefix is not None:
+            prefix = self.tag_prefix
+            tests.append(lambda i: any(t.startswith(prefix) for t in v.tags[i]))
+        if self.attributes is not None:
+            need_attrs = self.attributes
+            tests.append(lambda i: all(v.attribute(i, k) == x for k, x in need_attrs.items()))
+        if self._regex is not None:
+            rx = self._regex
+            tests.append(lambda i: rx.search(v.content[i]) is not None)
+        for test in tests:
+            for i in np.flatnonzero(m):
+                if not test(int(i)):
+                    m[i] = False
+        return m
+
+
+@dataclass(frozen=True)
+class RuleView:
+    """The fields rules read, held column-wise for one list of items (indices = positions).
+
+    :meth:`from_records` builds it from MemIR records; a batch scorer builds it from its columns
+    (``runtime.batch``), so the rules compile one way whatever holds the items.
+
+    Attributes:
+        ids, content: per item.
+        flags: bit ``i`` = ``utilitynet.columns.FLAGS[i]``.
+        source, dialog_role, sensitivity: codes into ``utilitynet.columns``' vocabularies.
+        expires_at: POSIX seconds, NaN = no TTL. confidence: float64.
+        active_role, sub_role, tags: per item (``sub_role`` may be None).
+        attributes: per item ``metadata.attributes`` (a mapping or None), or None = all empty.
+    """
+
+    ids: Sequence[str]
+    content: Sequence[str]
+    flags: np.ndarray
+    source: np.ndarray
+    dialog_role: np.ndarray
+    sensitivity: np.ndarray
+    expires_at: np.ndarray
+    confidence: np.ndarray
+    active_role: Sequence[str]
+    sub_role: Sequence[str | None]
+    tags: Sequence[Sequence[str]]
+    attributes: Sequence[Mapping[str, Any] | None] | None = None
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def attribute(self, i: int, key: str) -> Any:
+        """``metadata.attributes.get(key)`` of item ``i``."""
+        a = None if self.attributes is None else self.attributes[i]
+        return None if not a else a.get(key)
+
+    @classmethod
+    def from_records(cls, records: Sequence[MemIR]) -> RuleView:
+        """The view of MemIR records (one pass of attribute reads)."""
+        md = [r.metadata for r in records]
+        rc = [r.role_context for r in records]
+        attrs = [m.attributes or None for m in md]
+        return cls(
+            ids=[r.id for r in records], content=[r.content for r in records],
+            flags=np.array([flag_bits(m.flags) if m.flags else 0 for m in md], dtype=np.int64),
+            source=codes(SRC_IDX, [r.provenance.type for r in records]),
+            dialog_role=codes(ROLE_IDX, [c.dialog_role for c in rc]),
+            sensitivity=codes(SENS_IDX, [m.sensitivity for m in md]),
+            expires_at=timestamps([m.expires_at for m in md]),
+            confidence=np.array([m.confidence for m in md], dtype=np.float64),
+            active_role=[c.active_role for c in rc], sub_role=[c.sub_role for c in rc],
+            tags=[m.tags for m in md], attributes=attrs if any(attrs) else None)
 
 
 class ItemRule(_Strict):
@@ -189,35 +270,43 @@ class RuleSet(_Strict):
     quotas: list[QuotaRule] = Field(default_factory=list)
     bonuses: list[BonusRule] = Field(default_factory=list)
 
-    def compile(self, records: Sequence[MemIR], now: datetime) -> "CompiledRules":
-        """Evaluate the rules on ``records`` (indices refer to positions in that list)."""
-        c = CompiledRules(bonus=[0.0] * len(records), bonus_reasons=[[] for _ in records])
+    def compile(self, records: Sequence[MemIR] | RuleView, now: datetime) -> "CompiledRules":
+        """Evaluate the rules on ``records`` (MemIR records or a :class:`RuleView`; indices refer to
+        positions in it)."""
+        v = records if isinstance(records, RuleView) else RuleView.from_records(records)
+        n = len(v)
+        c = CompiledRules(bonus=[0.0] * n, bonus_reasons=[[] for _ in range(n)])
         for rule in self.must_forget:  # forget first: on overlap a must-forget wins the name slot
-            for i, r in enumerate(records):
-                if rule.when(r, now) and i not in c.must_forget:
+            for i in np.flatnonzero(rule.when.mask(v, now)).tolist():
+                if i not in c.must_forget:
                     c.must_forget[i] = rule.name
                     c.forget_action[i] = rule.action
         for rule in self.must_keep:
-            for i, r in enumerate(records):
-                if rule.when(r, now):
-                    c.must_keep.setdefault(i, rule.name)
+            for i in np.flatnonzero(rule.when.mask(v, now)).tolist():
+                c.must_keep.setdefault(i, rule.name)
         for ir in self.implies:
-            a_idx = [i for i, r in enumerate(records) if ir.if_(r, now)]
-            b_idx = [i for i, r in enumerate(records) if ir.then(r, now)]
-            key = _grouper(records, ir.same_tag_prefix, ir.same_attribute)
+            a_idx = np.flatnonzero(ir.if_.mask(v, now)).tolist()
+            b_idx = np.flatnonzero(ir.then.mask(v, now)).tolist()
+            key = _grouper(v, ir.same_tag_prefix, ir.same_attribute)
             for a in a_idx:
                 ka = key(a)
                 for b in b_idx:
                     if a != b and (ka & key(b)):
-                        c.implies.append((a, b, f"{ir.name} ({records[a].id}⇒{records[b].id})"))
+                        c.implies.append((a, b, f"{ir.name} ({v.ids[a]}⇒{v.ids[b]})"))
         for er in self.excludes:
+            if v.attributes is None:
+                continue  # both kinds pair items through their attributes
             if er.relation == "supersedes":
-                pos = {r.id: i for i, r in enumerate(records)}
-                for i, r in enumerate(records):
-                    old = r.metadata.attributes.get("supersedes")
-                    if not (isinstance(old, str) and old in pos and pos[old] != i):
+                pos: dict[str, int] | None = None
+                for i in range(n):
+                    old = v.attribute(i, "supersedes")
+                    if not isinstance(old, str):
                         continue
-                    j, name = pos[old], f"{er.name} ({r.id} supersedes {old})"
+                    if pos is None:
+                        pos = {x: k for k, x in enumerate(v.ids)}
+                    if not (old in pos and pos[old] != i):
+                        continue
+                    j, name = pos[old], f"{er.name} ({v.ids[i]} supersedes {old})"
                     if er.prefer == "newer":
                         if j not in c.must_forget:
                             c.must_forget[j] = name
@@ -226,34 +315,32 @@ class RuleSet(_Strict):
                         c.excludes.append((i, j, name))
             else:
                 groups: dict[Any, list[int]] = defaultdict(list)
-                for i, r in enumerate(records):
-                    v = r.metadata.attributes.get(str(er.same_attribute))
-                    if v is not None:
-                        groups[v].append(i)
-                for v, members in groups.items():
+                for i in range(n):
+                    val = v.attribute(i, str(er.same_attribute))
+                    if val is not None:
+                        groups[val].append(i)
+                for val, members in groups.items():
                     for x in range(len(members)):
                         for y in range(x + 1, len(members)):
-                            c.excludes.append((members[x], members[y], f"{er.name} ({er.same_attribute}={v})"))
+                            c.excludes.append((members[x], members[y], f"{er.name} ({er.same_attribute}={val})"))
         for q in self.quotas:
-            members = [i for i, r in enumerate(records) if q.when(r, now)]
+            members = np.flatnonzero(q.when.mask(v, now)).tolist()
             if members:
                 c.quotas.append(Quota(members=members, min=q.min, max=q.max, name=q.name))
         for bonus in self.bonuses:
-            for i, r in enumerate(records):
-                if bonus.when(r, now):
-                    c.bonus[i] += bonus.add
-                    c.bonus_reasons[i].append((bonus.name, bonus.add))
+            for i in np.flatnonzero(bonus.when.mask(v, now)).tolist():
+                c.bonus[i] += bonus.add
+                c.bonus_reasons[i].append((bonus.name, bonus.add))
         return c
 
 
-def _grouper(records: Sequence[MemIR], prefix: str | None, attr: str | None) -> Any:
+def _grouper(v: RuleView, prefix: str | None, attr: str | None) -> Any:
     def key(i: int) -> set[Any]:
-        r = records[i]
         if prefix is not None:
-            return {t for t in r.metadata.tags if t.startswith(prefix)}
+            return {t for t in v.tags[i] if t.startswith(prefix)}
         if attr is not None:
-            v = r.metadata.attributes.get(attr)
-            return set() if v is None else {v}
+            x = v.attribute(i, attr)
+            return set() if x is None else {x}
         return {"*"}  # no grouping: every a implies every b
     return key
 

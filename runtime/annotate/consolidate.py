@@ -21,13 +21,15 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from utilitynet.dialog import CONTEXT_NAMES, session_context
 
 from ..record.memir import Flag, MemIR
 
-__all__ = ["history_session_features", "session_features", "session_turns"]
+__all__ = ["history_session_columns", "history_session_features", "session_features", "session_turns"]
 
 def session_features(records: list[MemIR], vectors: np.ndarray) -> np.ndarray:
     """The session-context features of every record of one complete session (records in write
@@ -42,20 +44,28 @@ def history_session_features(records: list[MemIR], vectors: np.ndarray) -> np.nd
 
     ``memir score`` uses it on a dump, which holds every tier of each scope.
     """
-    out = np.full((len(records), len(CONTEXT_NAMES)), np.nan)
-    if not records:
+    turn = np.zeros(len(records), dtype=bool)
+    turn[session_turns(records)] = True
+    return history_session_columns([r.provenance.session_id for r in records], turn,
+                                   [r.content for r in records], vectors)
+
+
+def history_session_columns(session_ids: Sequence[str | None], turn: np.ndarray, contents: Sequence[str],
+                            vectors: np.ndarray) -> np.ndarray:
+    """:func:`history_session_features` of records held column-wise (write order): their session
+    ids, which are turns of the conversation (not redacted placeholders), contents and vectors."""
+    n = len(session_ids)
+    out = np.full((n, len(CONTEXT_NAMES)), np.nan)
+    if not n:
         return out
-    open_session = records[-1].provenance.session_id
+    open_session = session_ids[-1]
     members: dict[str, list[int]] = {}
-    for i, r in enumerate(records):
-        sid = r.provenance.session_id
-        if sid is not None and sid != open_session:
+    for i, sid in enumerate(session_ids):
+        if sid is not None and sid != open_session and turn[i]:
             members.setdefault(sid, []).append(i)
     vecs = np.asarray(vectors, dtype=np.float32)
-    for idx in members.values():
-        live = [idx[j] for j in session_turns([records[i] for i in idx])]
-        if live:
-            out[live] = session_features([records[i] for i in live], vecs[live])
+    for live in members.values():
+        out[live] = session_context([contents[i] for i in live], vecs[live])
     return out
 
 

@@ -1,115 +1,87 @@
-"""Batch scoring of memory dumps: ``memir score DUMP -o OUT``.
+"""Batch scoring of memory dumps: ``memir score DUMP... -o OUT``.
 
-Reads a dump (:mod:`runtime.store.dumps`: JSONL or Parquet), validates every record, quarantines
-the bad ones with their line number and error (nothing valid is lost, and the counts are
-reported), embeds records that have no vector, and decides per ``(user, agent)`` scope through the
-same :class:`~runtime.retention.RetentionPlan` as ``Scope.retain`` — same scorer, same rules, same
-context (write steps from ``created_at`` order, the recent-context vector of the scope's last
-writes), same typed decision. Writes one row per valid record: id, user, agent, utility, model
-utility, keep, reason and action, plus one decision summary per scope. Outputs are written to
-temporary files and renamed at the end, so a crash never leaves half an output.
+The default engine, ``local``, is columnar and streaming:
+
+1. **Read.** The dumps are cut into chunks (:mod:`runtime.batch.read`) that reader processes turn
+   into scoring tables (:mod:`runtime.batch.table`) — Parquet in the MemIR column layout validated
+   column-wise, everything else record by record with MemIR. Rejected rows go to the quarantine
+   file with their line (row) number and reason, in line order.
+2. **Deduplicate.** Ids are checked across all the dumps (:mod:`runtime.batch.dedup`): the first
+   occurrence is scored, every later one quarantined as a duplicate.
+3. **Group.** Rows are grouped by (user, agent) scope, in memory up to ``memory_mb`` and in disk
+   partitions past it (:mod:`runtime.batch.partition`), so memory stays bounded.
+4. **Decide.** Each scope is decided by :class:`~runtime.batch.decide.ScopeDecider` through the
+   one :class:`~runtime.retention.RetentionPlan` — the same scorer, rules, context and solver as
+   ``Scope.retain`` — and its rows are written out at once.
+
+Outputs (JSONL, or Parquet when ``OUT`` ends in ``.parquet``) and the quarantine are written to
+temporary files and renamed at the end, so a crash never leaves half a file. The output has one
+row per valid record — id, user, agent, utility, model utility, keep, reason, action — grouped by
+scope. ``engine="rows"`` is the record-at-a-time reference path (:mod:`runtime.batch.rows`), and
+``engine="ray"`` runs the same steps as Ray Data tasks (:mod:`runtime.batch.ray_engine`).
 """
 
 from __future__ import annotations
 
 import json
-import math
 import os
 import time
-from collections import defaultdict
-from collections.abc import Iterator
-from dataclasses import dataclass
-from datetime import datetime
+from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
 from typing import IO, Any
 
 import numpy as np
-from pydantic import ValidationError as PydanticValidationError
 
-from ..annotate.consolidate import history_session_features
-from ..errors import ValidationError
-from ..record.memir import MemIR, utcnow
-from ..retention.plan import RetentionPlan, recent_context, scoring_context
-from ..retention.policy import RetentionPolicy
-from ..retention.solver import Method, OnInfeasible
-from ..store.dumps import count_records, iter_dump
+from ..errors import InfeasibleError, MissingDependencyError, ValidationError
+from ..record.memir import utcnow
+from .config import ENGINES, ScoreConfig, duplicate_text, make_embedder, scope_failure_text
 
 __all__ = ["ScoreConfig", "score_dump"]
 
-
-@dataclass(frozen=True)
-class ScoreConfig:
-    """Options of ``memir score``.
-
-    Attributes:
-        capacity: per (user, agent) scope, keep at most this many; ``None`` = keep every record
-            whose utility is positive and that no rule forces out.
-        budget_tokens: per scope, keep at most this many tokens (≈ 4 characters each).
-        rules: YAML rules path (default: ``runtime.retention.DEFAULT_RULES``).
-        model: utility model ONNX (default: the shipped model).
-        batch_size: records per read batch.
-        quarantine: where rejected records go (default ``OUT.quarantine.jsonl``).
-        redundancy: ``"batch"`` computes redundancy features within each scope (as ``Scope.retain``
-            does); ``"none"`` skips them for very large scopes.
-        method: retention solver method.
-        on_infeasible: ``overflow`` (default: one bad scope does not stop a dump) or ``raise``.
-        recent_window: writes averaged into each scope's recent-context vector.
-        now: decision time (default: now, UTC).
-        encoder: ``"default"`` (ONNX MiniLM) or ``"hash"`` (test double) for records without vectors.
-    """
-
-    capacity: int | None = None
-    budget_tokens: int | None = None
-    rules: str | None = None
-    model: str | None = None
-    batch_size: int = 8192
-    quarantine: str | None = None
-    redundancy: str = "batch"
-    method: Method = "auto"
-    on_infeasible: OnInfeasible = "overflow"
-    recent_window: int = 5
-    now: datetime | None = None
-    encoder: str = "default"
-
-    def __post_init__(self) -> None:
-        p: list[tuple[str, str]] = []
-        if self.capacity is not None and self.capacity < 0:
-            p.append(("capacity", "must be >= 0"))
-        if self.batch_size < 1:
-            p.append(("batch_size", "must be >= 1"))
-        if self.redundancy not in ("batch", "none"):
-            p.append(("redundancy", "must be 'batch' or 'none'"))
-        if self.encoder not in ("default", "hash"):
-            p.append(("encoder", "must be 'default' or 'hash'"))
-        if p:
-            raise ValidationError.from_problems("ScoreConfig", p)
-
-    def policy(self, scorer: Any) -> RetentionPolicy:
-        """The retention policy every scope of the dump is decided under."""
-        return RetentionPolicy(capacity=self.capacity, budget_tokens=self.budget_tokens, rules=self.rules,
-                               scorer=scorer, method=self.method, on_infeasible=self.on_infeasible,
-                               recent_window=self.recent_window)
+_AUTO_WORKERS_BYTES = 64 << 20  # below this a dump is read in-process (starting readers costs ~1 s)
 
 
-def _error_text(e: Exception) -> str:
-    if isinstance(e, PydanticValidationError):
-        return "; ".join(f"{'.'.join(map(str, err['loc']))}: {err['msg']}" for err in e.errors())
-    return str(e)
+def _pyarrow_check() -> None:
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError as e:
+        raise MissingDependencyError("batch scoring reads dumps as Arrow: pip install 'memir-runtime[batch]' "
+                                     "(or use --engine rows)") from e
 
 
-class _Quarantine:
-    """Rejected rows, written to a temporary file and kept only if there are any."""
+def _paths(dumps: str | Path | Sequence[str | Path]) -> list[Path]:
+    items = [dumps] if isinstance(dumps, str | Path) else list(dumps)
+    if not items:
+        raise ValidationError("give at least one dump", field="dump")
+    out = []
+    for d in items:
+        p = Path(d)
+        if not p.is_file():
+            raise ValidationError(f"no dump at {p}" + (" (it is a directory)" if p.is_dir() else ""), field="dump")
+        out.append(p)
+    return out
 
-    def __init__(self, path: Path) -> None:
+
+class Quarantine:
+    """Rejected rows, written to a temporary file in line order and kept only if there are any."""
+
+    def __init__(self, path: Path, *, with_file: bool = False) -> None:
         self.path = path
         self.tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         self.fh: IO[str] = open(self.tmp, "w", encoding="utf-8")
         self.count = 0
+        self.duplicates = 0
+        self.with_file = with_file
 
-    def add(self, line: int, error: str, raw: Any) -> None:
-        text = raw if isinstance(raw, str) else json.dumps(raw, default=str)
-        self.fh.write(json.dumps({"line": line, "error": error, "record": text}) + "\n")
-        self.count += 1
+    def write(self, entries: list[tuple[int, str, str | None]], file: str) -> None:
+        """Write a chunk's entries ``(line, error, raw input or None)``, in line order."""
+        for line, error, raw in sorted(entries, key=lambda e: e[0]):
+            row: dict[str, Any] = {"line": line, "error": error, "record": raw}
+            if self.with_file:
+                row = {"file": file, **row}
+            self.fh.write(json.dumps(row) + "\n")
+        self.count += len(entries)
 
     def close(self, keep: bool) -> None:
         self.fh.close()
@@ -119,123 +91,222 @@ class _Quarantine:
             self.tmp.unlink(missing_ok=True)
 
 
-def _read(dump: Path, cfg: ScoreConfig, q: _Quarantine, bar: Any
-          ) -> tuple[dict[tuple[str, str], list[tuple[MemIR, np.ndarray | None]]], int]:
-    groups: dict[tuple[str, str], list[tuple[MemIR, np.ndarray | None]]] = defaultdict(list)
-    seen: dict[str, int] = {}
-    n = 0
-    rows: Iterator[Any] = iter_dump(dump, cfg.batch_size)
-    for line, item, err in rows:
-        n += 1
-        if bar is not None:
-            bar.update(1)
-        if err is not None:
-            q.add(line, _error_text(err), item)
-            continue
-        rec, vec = item
-        first = seen.setdefault(rec.id, line)
-        if first != line:
-            q.add(line, f"duplicate id {rec.id!r} (first seen at line {first}); scored once", rec.model_dump(mode="json"))
-            continue
-        groups[(rec.provenance.user_id, rec.provenance.agent_id)].append((rec, vec))
-    return groups, n
+class OutputWriter:
+    """Scored rows to a temporary file (JSONL, or Parquet by suffix), renamed into place by
+    :meth:`commit`."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        self.parquet = path.suffix in (".parquet", ".pq")
+        self._pq: Any = None
+        self._fh: Any = None if self.parquet else open(self.tmp, "wb")
+        self.rows = 0
+
+    def write(self, t: Any) -> None:
+        if self.parquet:
+            import pyarrow.parquet as pq
+
+            if self._pq is None:
+                self._pq = pq.ParquetWriter(str(self.tmp), t.schema)
+            self._pq.write_table(t)
+        else:
+            import orjson
+
+            dumps = orjson.dumps
+            self._fh.write(b"".join(dumps(r) + b"\n" for r in t.to_pylist()))
+        self.rows += t.num_rows
+
+    def commit(self) -> None:
+        self._close()
+        if self.parquet and self._pq is None:  # no rows: still a valid, empty Parquet file
+            import pyarrow.parquet as pq
+
+            from .decide import OUTPUT_SCHEMA
+            pq.write_table(OUTPUT_SCHEMA.empty_table(), str(self.tmp))
+        self.tmp.replace(self.path)
+
+    def _close(self) -> None:
+        if self._pq is not None:
+            self._pq.close()
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+
+    def abort(self) -> None:
+        try:
+            self._close()
+        finally:
+            self.tmp.unlink(missing_ok=True)
 
 
-def score_dump(dump: str | Path, out: str | Path, cfg: ScoreConfig = ScoreConfig(), *,
-               progress: bool = True) -> dict[str, Any]:
-    """Score a dump; returns counts and timings. See the module docstring."""
+def _read_in_worker(chunk: Any, dim: int) -> Any:
+    from .read import read_chunk
+    return read_chunk(chunk, dim)
+
+
+def _results(chunks: Iterator[Any], dim: int, workers: int) -> Iterator[Any]:
+    """Chunk results in chunk order, read by ``workers`` processes (0 = in this one), at most
+    ``2 × workers`` chunks ahead so memory stays bounded."""
+    from .read import read_chunk
+
+    if workers <= 1:
+        for c in chunks:
+            yield c, read_chunk(c, dim)
+        return
+    import multiprocessing as mp
+
+    with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn")) as pool:
+        pending: list[tuple[Any, Future[Any]]] = []
+        for c in chunks:
+            pending.append((c, pool.submit(_read_in_worker, c, dim)))
+            if len(pending) >= 2 * workers:
+                c0, f0 = pending.pop(0)
+                yield c0, f0.result()
+        for c0, f0 in pending:
+            yield c0, f0.result()
+
+
+def _workers(cfg: ScoreConfig, paths: list[Path]) -> int:
+    if cfg.workers:
+        return cfg.workers
+    if sum(p.stat().st_size for p in paths) < _AUTO_WORKERS_BYTES:
+        return 0
+    return min(os.cpu_count() or 1, 8)
+
+
+def score_dump(dump: str | Path | Sequence[str | Path], out: str | Path, cfg: ScoreConfig = ScoreConfig(), *,
+               progress: bool = True, engine: str = "local", ray_address: str | None = None) -> dict[str, Any]:
+    """Score one or more dumps; returns the summary (counts, timings, records/s).
+
+    Args:
+        dump: a dump file, or several (ids must be unique across them).
+        out: the output file (``engine="ray"``: a directory of part files).
+        cfg: the options.
+        progress: show progress bars (records read, scopes decided) on stderr.
+        engine: ``local`` (default), ``rows`` (record-at-a-time reference) or ``ray``.
+        ray_address: ``engine="ray"``: an existing cluster (default: start a local one).
+
+    Raises:
+        ValidationError: no dump, no valid record, or an output directory that does not exist.
+    """
+    if engine not in ENGINES:
+        raise ValidationError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}", field="engine")
+    paths = _paths(dump)
+    out = Path(out)
+    if engine == "rows":
+        if len(paths) != 1:
+            raise ValidationError("--engine rows scores one dump at a time", field="dump")
+        from .rows import score_rows
+        return {**score_rows(paths[0], out, cfg, progress=progress), "engine": "rows"}
+    _pyarrow_check()
+    if engine == "ray":
+        from .ray_engine import score_with_ray
+        return score_with_ray(paths, out, cfg, progress=progress, address=ray_address)
+    return _score_local(paths, out, cfg, progress=progress)
+
+
+def _score_local(paths: list[Path], out: Path, cfg: ScoreConfig, *, progress: bool) -> dict[str, Any]:
+    from ..retention.plan import RetentionPlan
     from ..scoring.utility import UtilityScorer
+    from ..store.dumps import count_records
+    from .decide import ScopeDecider, Totals
+    from .dedup import IdSeen
+    from .partition import ScopeGroups
+    from .read import plan_chunks
 
     t0 = time.perf_counter()
-    dump, out = Path(dump), Path(out)
-    if not dump.is_file():
-        raise ValidationError(f"no dump at {dump}" + (" (it is a directory)" if dump.is_dir() else ""), field="dump")
     for target in (out, Path(cfg.quarantine) if cfg.quarantine else out):
         if not target.parent.is_dir():
             raise ValidationError(f"cannot write {target}: directory {str(target.parent)!r} does not exist",
                                   field="out")
-    scorer = UtilityScorer(cfg.model) if cfg.model else UtilityScorer()
+    workers = _workers(cfg, paths)
+    scorer = UtilityScorer(cfg.model, threads=2) if cfg.model else UtilityScorer(threads=2)
     plan = RetentionPlan(cfg.policy(scorer), scorer)
+    dim = scorer.spec.embedding_dim
     now = cfg.now or utcnow()
     qpath = Path(cfg.quarantine) if cfg.quarantine else out.with_name(out.name + ".quarantine.jsonl")
-    quarantine = _Quarantine(qpath)
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    quarantine = Quarantine(qpath, with_file=len(paths) > 1)
+    writer = OutputWriter(out)
+    groups = ScopeGroups(memory_bytes=cfg.memory_mb << 20, spill_dir=cfg.spill_dir)
+    seen = IdSeen()
     ok = keep_quarantine = False
-    bar = None
+    bar: Any = None
+    n_rows = n_fast = 0
+    totals = Totals()
     try:
         if progress:
             from tqdm import tqdm
-            bar = tqdm(desc="read", unit="rec", total=count_records(dump), mininterval=0.5)
-        groups, n_lines = _read(dump, cfg, quarantine, bar)
+            total = sum(count_records(p) or 0 for p in paths)
+            bar = tqdm(desc="read", unit="rec", total=total, mininterval=0.5, smoothing=0.1)
+        for path in paths:
+            chunks = plan_chunks(path, target_bytes=cfg.chunk_mb << 20)
+            for _, res in _results(chunks, dim, workers):
+                entries: list[tuple[int, str, str | None]] = list(res.rejects)
+                t = res.table
+                if t.num_rows:
+                    lines = np.asarray(t.column("line").to_numpy(), dtype=np.int64)
+                    dup, first = seen.check(t.column("id"), lines)
+                    if dup.any():
+                        ids = t.column("id").to_pylist()
+                        entries += [(int(lines[i]), duplicate_text(ids[i], int(first[i])), None)
+                                    for i in np.flatnonzero(dup)]
+                        quarantine.duplicates += int(dup.sum())
+                        import pyarrow as pa
+                        t = t.filter(pa.array(~dup))
+                    groups.add(t)
+                if entries:
+                    quarantine.write(entries, str(path))
+                n_rows += res.rows
+                n_fast += res.fast
+                if bar is not None:
+                    bar.update(res.rows)
+                    bar.set_postfix(quarantined=quarantine.count, refresh=False)
         if bar is not None:
             bar.close()
-        if not groups:
+            bar = None
+        t_read = time.perf_counter() - t0
+        decider = ScopeDecider(plan, now=now, recent_window=cfg.recent_window,
+                               skip_redundancy=cfg.redundancy == "none",
+                               embedder=lambda: make_embedder(cfg.encoder), embed_batch=cfg.batch_size)
+        if progress:
+            from tqdm import tqdm
+            bar = tqdm(desc="decide", unit="rec", total=n_rows - quarantine.count, mininterval=0.5)
+        failed: list[dict[str, str]] = []
+        for user, agent, rows in groups.groups():
+            try:
+                scored, tot = decider.decide(rows, user, agent)
+            except InfeasibleError as e:  # one contradictory scope does not stop the dump
+                lines = rows.column("line").to_pylist()
+                quarantine.write([(line, scope_failure_text(user, agent, e), None) for line in lines], "")
+                failed.append({"user_id": user, "agent_id": agent, "error": str(e)})
+                continue
+            writer.write(scored)
+            totals.add(tot)
+            if bar is not None:
+                bar.update(rows.num_rows)
+                bar.set_postfix(scopes=totals.scopes, kept=totals.kept, refresh=False)
+        if totals.valid == 0:
             keep_quarantine = True  # a complete read: the user needs to see why every record was rejected
-            raise ValidationError(f"no valid record in {dump} ({n_lines} read"
+            names = ", ".join(map(str, paths))
+            raise ValidationError(f"no valid record in {names} ({n_rows} read"
                                   + (f", {quarantine.count} quarantined to {qpath}: see why each was rejected)"
                                      if quarantine.count else ")"), field="dump")
-        t_read = time.perf_counter() - t0
-        dim = scorer.spec.embedding_dim
-        embedder = None
-        n_embedded = n_valid = 0
-        t_score = 0.0
-        totals = {"kept": 0, "archived": 0, "deleted": 0}
-        with open(tmp, "w", encoding="utf-8") as fo:
-            for (user, agent), items in groups.items():
-                recs = [r for r, _ in items]
-                missing = [i for i, (_, v) in enumerate(items) if v is None or v.shape[0] != dim]
-                vecs = np.zeros((len(items), dim), dtype=np.float32)
-                for i, (_, v) in enumerate(items):
-                    if v is not None and v.shape[0] == dim:
-                        vecs[i] = v
-                if missing:
-                    embedder = embedder or _embedder(cfg.encoder)
-                    for s in range(0, len(missing), cfg.batch_size):
-                        idx = missing[s:s + cfg.batch_size]
-                        vecs[idx] = embedder.encode([recs[i].content for i in idx])
-                    n_embedded += len(missing)
-                vecs /= np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
-                t1 = time.perf_counter()
-                order = np.argsort([r.created_at.timestamp() for r in recs], kind="stable")
-                steps = np.empty(len(recs), dtype=np.int64)
-                steps[order] = np.arange(1, len(recs) + 1)
-                recent = recent_context(vecs[order[-cfg.recent_window:]])
-                hist = history_session_features([recs[i] for i in order], vecs[order])
-                session = np.empty_like(hist)
-                session[order] = hist
-                ctx = scoring_context(now=now, steps=steps, recent=recent, session=session,
-                                      skip_redundancy=cfg.redundancy == "none")
-                d = plan.decide(recs, vecs, ctx, user_id=user, agent_id=agent, trigger="memir score")
-                t_score += time.perf_counter() - t1
-                for r in recs:
-                    it = d.items[r.id]
-                    u = it.utility
-                    fo.write(json.dumps({"id": r.id, "user_id": user, "agent_id": agent,
-                                         "utility": round(u, 6) if math.isfinite(u) else None,
-                                         "model_utility": round(it.model_utility, 6), "keep": it.kept,
-                                         "reason": it.reason.value, "action": it.action}) + "\n")
-                totals["kept"] += len(d.kept)
-                totals["archived"] += len(d.archived)
-                totals["deleted"] += len(d.deleted)
-                n_valid += len(recs)
-        tmp.replace(out)
+        writer.commit()
         ok = True
     finally:
         if bar is not None:
             bar.close()
+        if not ok:
+            writer.abort()
         quarantine.close(keep=ok or keep_quarantine)
-        tmp.unlink(missing_ok=True)
-    total = time.perf_counter() - t0
-    return {"input": str(dump), "output": str(out), "records": n_lines, "valid": n_valid,
-            "quarantined": quarantine.count, "quarantine_file": str(qpath) if quarantine.count else None,
-            "embedded": n_embedded, "scopes": len(groups), **totals,
-            "seconds": {"read": round(t_read, 3), "score": round(t_score, 3), "total": round(total, 3)},
-            "records_per_s": round(n_lines / total, 1) if total > 0 else None}
-
-
-def _embedder(kind: str) -> Any:
-    if kind == "hash":
-        from ..encoders.base import HashEmbedder
-        return HashEmbedder()
-    from ..encoders.onnx import load_default_embedder
-    return load_default_embedder()
+        groups.close()
+    total_s = time.perf_counter() - t0
+    return {"engine": "local", "input": str(paths[0]) if len(paths) == 1 else [str(p) for p in paths],
+            "output": str(out), "records": n_rows, "valid": totals.valid, "quarantined": quarantine.count,
+            "duplicates": quarantine.duplicates, "quarantine_file": str(qpath) if quarantine.count else None,
+            "embedded": totals.embedded, "scopes": totals.scopes, "kept": totals.kept, "archived": totals.archived,
+            "deleted": totals.deleted, "rejected": quarantine.count, "failed_scopes": failed, "validated_columnwise": n_fast,
+            "spilled": groups.spilled_rows, "readers": workers,
+            "seconds": {"read": round(t_read, 3), "decide": round(total_s - t_read, 3), "total": round(total_s, 3)},
+            "records_per_s": round(n_rows / total_s, 1) if total_s > 0 else None}

@@ -2,8 +2,14 @@
 
 JSONL: one MemIR per line (``model_dump(mode="json")``) plus ``embedding`` (list of floats) and
 ``encoder_id`` keys; gzip-compressed (any name) and zstd-compressed (with ``zstandard``) files are
-read too, and a UTF-8 byte-order mark is ignored. Parquet: a ``record`` column of MemIR JSON, ``embedding`` (list<float32>, null
-when absent) and ``encoder_id``; rows whose columns are the MemIR fields themselves are read too.
+read too, and a UTF-8 byte-order mark is ignored.
+
+Parquet is written in the **MemIR column layout** (:func:`memir_arrow_schema`): one column per
+MemIR field, the nested groups (``provenance``, ``role_context``, ``metadata``, ``usage``) as
+struct columns, datetimes as UTC timestamps, ``freshness_half_life`` as a duration,
+``metadata.attributes`` as JSON text, plus ``embedding`` (list<float32>, null when absent) and
+``encoder_id``. Batch scoring validates this layout column by column without building a record
+per row. Older dumps with a ``record`` column of MemIR JSON are read too.
 Writes go to a temporary file in the target directory and are renamed into place, so a crash
 never leaves half a dump. Parquet needs ``pyarrow`` (``pip install 'memir-runtime[parquet]'``) and nothing
 else: no dataset library, no cache copy of the data outside the files named.
@@ -24,12 +30,62 @@ from pydantic import ValidationError as PydanticValidationError
 from ..errors import MissingDependencyError, NotFoundError, ValidationError
 from ..record.memir import MemIR
 
-__all__ = ["DumpRow", "check_dump", "count_records", "iter_dump", "write_dump"]
+__all__ = ["PARQUET_ROW_GROUP", "DumpRow", "check_dump", "count_records", "iter_dump", "memir_arrow_schema",
+           "memir_arrow_table", "write_dump"]
 
 DumpRow = tuple[int, Any, Exception | None]
 """``(line or row number, (record, vector) or the raw input, error or None)``."""
 
 _PARQUET = (".parquet", ".pq")
+
+PARQUET_ROW_GROUP = 65_536
+"""Rows per Parquet row group written: the unit a batch reader (or a worker) reads at once."""
+
+
+def memir_arrow_schema() -> Any:
+    """The Arrow schema of the MemIR column layout (Parquet dumps; see the module docstring)."""
+    pa, _ = _pyarrow()
+    ts, s, ids = pa.timestamp("us", tz="UTC"), pa.string(), pa.list_(pa.string())
+    return pa.schema([
+        ("schema_version", pa.int64()), ("id", s), ("content", s), ("created_at", ts),
+        ("provenance", pa.struct([("type", s), ("user_id", s), ("agent_id", s), ("session_id", s), ("timestamp", ts),
+                                  ("source_entity", s), ("trigger", s), ("derived_from", ids), ("source_uri", s),
+                                  ("source_version", s)])),
+        ("role_context", pa.struct([("active_role", s), ("sub_role", s), ("dialog_role", s), ("tone", s),
+                                    ("task_id", s)])),
+        ("metadata", pa.struct([("confidence", pa.float64()), ("freshness_half_life", pa.duration("us")),
+                                ("expires_at", ts), ("tags", ids), ("related", ids), ("sensitivity", s),
+                                ("flags", ids), ("attributes", s)])),
+        ("usage", pa.struct([("access_count", pa.int64()), ("last_accessed_at", ts), ("utility", pa.float64()),
+                             ("retention_reason", s)])),
+        ("embedding", pa.list_(pa.float32())), ("encoder_id", s),
+    ])
+
+
+def memir_arrow_table(records: Sequence[MemIR], vectors: Sequence[np.ndarray | None],
+                      encoder_ids: Sequence[str | None]) -> Any:
+    """MemIR records (+ vectors and their encoder ids) as an Arrow table in the MemIR column layout."""
+    pa, _ = _pyarrow()
+    rows = []
+    for r, v, e in zip(records, vectors, encoder_ids, strict=True):
+        d = r.model_dump()
+        md = d["metadata"]
+        md["attributes"] = json.dumps(md["attributes"], ensure_ascii=False) if md["attributes"] else None
+        d["embedding"] = None if v is None else np.asarray(v, np.float32)
+        d["encoder_id"] = e if v is not None else None
+        rows.append(d)
+    return pa.Table.from_pylist(rows, schema=memir_arrow_schema())
+
+
+def _decode_attributes(body: dict[str, Any], loads: Any) -> None:
+    """The column layout keeps ``metadata.attributes`` as JSON text: decode it before validation."""
+    md = body.get("metadata")
+    if isinstance(md, dict):
+        a = md.get("attributes")
+        if a is None:
+            md.pop("attributes", None)
+        elif isinstance(a, str | bytes):
+            md["attributes"] = loads(a)
 
 
 def _pyarrow() -> tuple[Any, Any]:
@@ -167,6 +223,7 @@ def _iter_parquet(p: Path, batch_size: int) -> Iterator[DumpRow]:
                         raise ValidationError("the record column must hold a JSON object", field="record")
                 else:
                     body = {k: v for k, v in row.items() if v is not None and k != "encoder_id"}
+                    _decode_attributes(body, loads)
                 if vecs is not None and vecs[i] is not None:
                     body["embedding"] = vecs[i]
                 yield line, parse_row(body), None
@@ -199,13 +256,8 @@ def write_dump(rows: Sequence[tuple[MemIR, np.ndarray | None, str | None]], path
     try:
         if target.suffix in _PARQUET:
             pa, pq = _pyarrow()
-            table = pa.table({
-                "record": pa.array([r.model_dump_json() for r, _, _ in rows], type=pa.string()),
-                "embedding": pa.array([None if v is None else np.asarray(v, np.float32) for _, v, _ in rows],
-                                      type=pa.list_(pa.float32())),
-                "encoder_id": pa.array([e if v is not None else None for _, v, e in rows], type=pa.string()),
-            })
-            pq.write_table(table, tmp)
+            table = memir_arrow_table([r for r, _, _ in rows], [v for _, v, _ in rows], [e for _, _, e in rows])
+            pq.write_table(table, tmp, row_group_size=PARQUET_ROW_GROUP)
         else:
             with open(tmp, "w", encoding="utf-8") as fh:
                 _jsonl_lines(fh, rows)

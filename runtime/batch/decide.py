@@ -1,0 +1,145 @@
+"""One scope's decision from its scoring table: the context ``Scope.retain`` would build, then
+the one :class:`~runtime.retention.RetentionPlan`.
+
+The context is the one the row-at-a-time path builds from a dump: write steps from ``created_at``
+order, the recent-context vector of the scope's last ``recent_window`` writes, the session-context
+features of every closed session (:func:`runtime.annotate.consolidate.history_session_columns`).
+Records without a usable vector are embedded first, in batches, as that path does.
+
+:class:`ScopeDecider` is what every engine runs per scope — the single-process path, a worker
+process, a Ray task — so they decide the same way. It returns the output rows as an Arrow table.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from utilitynet.columns import FLAGS
+
+from ..annotate.consolidate import history_session_columns
+from ..retention.plan import RetentionPlan, recent_context, scoring_context
+from .table import item_table, vectors
+
+__all__ = ["OUTPUT_SCHEMA", "ScopeDecider", "Totals"]
+
+OUTPUT_SCHEMA = pa.schema([
+    ("id", pa.string()), ("user_id", pa.string()), ("agent_id", pa.string()), ("utility", pa.float64()),
+    ("model_utility", pa.float64()), ("keep", pa.bool_()), ("reason", pa.string()), ("action", pa.string()),
+])
+"""One output row per valid record: the decision of its scope about it."""
+
+_PLACEHOLDER = 1 << FLAGS.index("placeholder")
+
+
+@dataclass
+class Totals:
+    """Counts over the scopes decided so far."""
+
+    scopes: int = 0
+    valid: int = 0
+    kept: int = 0
+    archived: int = 0
+    deleted: int = 0
+    rejected: int = 0
+    embedded: int = 0
+    seconds: dict[str, float] = field(default_factory=lambda: {"embed": 0.0, "decide": 0.0})
+
+    def add(self, other: Totals) -> None:
+        for k in ("scopes", "valid", "kept", "archived", "deleted", "rejected", "embedded"):
+            setattr(self, k, getattr(self, k) + getattr(other, k))
+        for k, v in other.seconds.items():
+            self.seconds[k] = self.seconds.get(k, 0.0) + v
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"scopes": self.scopes, "valid": self.valid, "kept": self.kept, "archived": self.archived,
+                "deleted": self.deleted, "rejected": self.rejected, "embedded": self.embedded}
+
+
+def _round(x: float) -> float | None:
+    return round(x, 6) if math.isfinite(x) else None
+
+
+class ScopeDecider:
+    """Decides scopes of a scoring table under one plan.
+
+    Args:
+        plan: the retention plan (policy + scorer).
+        now: the decision time.
+        recent_window: writes averaged into the recent-context vector.
+        skip_redundancy: skip the O(n²) redundancy features.
+        embedder: a zero-argument factory of the encoder for records without a vector (called
+            only if one is needed).
+        embed_batch: texts per encoder call.
+        trigger: the decision trigger recorded (``"memir score"``).
+    """
+
+    def __init__(self, plan: RetentionPlan, *, now: datetime, recent_window: int = 5,
+                 skip_redundancy: bool = False, embedder: Callable[[], Any] | None = None,
+                 embed_batch: int = 8192, trigger: str = "memir score") -> None:
+        self.plan, self.now, self.recent_window = plan, now, recent_window
+        self.skip_redundancy, self.embed_batch, self.trigger = skip_redundancy, embed_batch, trigger
+        self._embedder_factory: Callable[[], Any] | None = embedder
+        self._embedder: Any = None
+
+    def _embed(self, texts: list[str]) -> np.ndarray:
+        if self._embedder is None:
+            if self._embedder_factory is None:
+                raise ValueError("records without a vector need an encoder")
+            self._embedder = self._embedder_factory()
+        parts = [self._embedder.encode(texts[s:s + self.embed_batch]) for s in range(0, len(texts), self.embed_batch)]
+        return np.concatenate(parts).astype(np.float32)
+
+    def decide(self, t: pa.Table, user_id: str, agent_id: str) -> tuple[pa.Table, Totals]:
+        """Decide one scope (``t`` holds exactly its rows, in dump order); returns the output rows
+        (:data:`OUTPUT_SCHEMA`, in ``t``'s order) and its counts."""
+        import time
+
+        tot = Totals(scopes=1, valid=t.num_rows)
+        t0 = time.perf_counter()
+        vecs, missing = vectors(t)
+        if missing.any():
+            idx = np.flatnonzero(missing)
+            content = t.column("content").take(pa.array(idx)).to_pylist()
+            vecs[idx] = self._embed(content)
+            tot.embedded = len(idx)
+        vecs /= np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
+        t1 = time.perf_counter()
+        items = item_table(t)
+        n = len(items)
+        created = items.columns.created_at
+        order = np.argsort(created, kind="stable")
+        steps = np.empty(n, dtype=np.int64)
+        steps[order] = np.arange(1, n + 1)
+        recent = recent_context(vecs[order[-self.recent_window:]])
+        sessions = t.column("session_id").to_pylist()
+        turn = (items.columns.flags & _PLACEHOLDER) == 0
+        hist = history_session_columns([sessions[i] for i in order], turn[order],
+                                       [items.columns.content[i] for i in order], vecs[order])
+        session = np.empty_like(hist)
+        session[order] = hist
+        ctx = scoring_context(now=self.now, steps=steps, recent=recent, session=session,
+                              skip_redundancy=self.skip_redundancy)
+        plan = self.plan.build(items, vecs, ctx)
+        result = self.plan.solve(plan)
+        cols = self.plan.item_columns(plan, result)
+        out = pa.table({
+            "id": t.column("id"), "user_id": pa.repeat(user_id, n), "agent_id": pa.repeat(agent_id, n),
+            "utility": pa.array([_round(u) for u in cols.utility.tolist()], pa.float64()),
+            "model_utility": pa.array([round(u, 6) for u in cols.model_utility.tolist()], pa.float64()),
+            "keep": pa.array(cols.kept), "reason": pa.array(cols.reason, pa.string()),
+            "action": pa.array(cols.action, pa.string()),
+        }, schema=OUTPUT_SCHEMA)
+        actions = pc.value_counts(out.column("action")).to_pylist()
+        counts = {a["values"]: a["counts"] for a in actions}
+        tot.kept = counts.get("keep", 0) + counts.get("write", 0)
+        tot.archived, tot.deleted = counts.get("archive", 0), counts.get("delete", 0)
+        tot.seconds = {"embed": t1 - t0, "decide": time.perf_counter() - t1}
+        return out, tot

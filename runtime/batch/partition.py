@@ -1,0 +1,140 @@
+"""Grouping a dump's rows by scope in bounded memory.
+
+Decisions are per (user, agent) scope, and a scope's rows may be spread over the whole dump.
+:class:`ScopeGroups` holds the scoring tables it is given in memory up to ``memory_bytes``; past
+that it spills every row to one of ``partitions`` Arrow IPC files on disk, chosen by a hash of
+the scope, so a partition holds whole scopes. :meth:`ScopeGroups.groups` then yields each scope's
+rows in dump order, reading one partition at a time: memory stays around one partition
+whatever the dump's size. The spill directory is removed when the groups are closed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .table import KEY_COLUMNS
+
+__all__ = ["ScopeGroups", "scope_runs"]
+
+
+def scope_runs(t: pa.Table) -> Iterator[tuple[str, str, pa.Table]]:
+    """Each scope of a table with its rows in line order; scopes in order of first appearance."""
+    if t.num_rows == 0:
+        return
+    key = pc.binary_join_element_wise(t.column("user_id"), t.column("agent_id"), "\x1f")
+    enc = pc.dictionary_encode(key).combine_chunks()
+    codes = np.asarray(enc.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
+    lines = np.asarray(t.column("line").to_numpy(), dtype=np.int64)
+    order = np.lexsort((lines, codes))
+    sorted_codes = codes[order]
+    bounds = np.flatnonzero(np.diff(sorted_codes)) + 1
+    starts = np.concatenate([[0], bounds])
+    stops = np.concatenate([bounds, [len(order)]])
+    first_line = lines[order[starts]]
+    names = enc.dictionary.to_pylist()
+    for k in np.argsort(first_line, kind="stable").tolist():
+        user, agent = names[sorted_codes[starts[k]]].split("\x1f", 1)
+        yield user, agent, t.take(pa.array(order[starts[k]:stops[k]]))
+
+
+class ScopeGroups:
+    """Rows collected by scope: in memory while small, spilled to disk partitions past a budget.
+
+    Args:
+        memory_bytes: Arrow bytes held in memory before spilling.
+        partitions: spill files (each holds whole scopes; about ``dump / partitions`` bytes each).
+        spill_dir: where the spill files go (default: a temporary directory).
+    """
+
+    def __init__(self, *, memory_bytes: int = 256 << 20, partitions: int = 64, spill_dir: str | None = None) -> None:
+        self.memory_bytes, self.partitions = memory_bytes, partitions
+        self._spill_parent = spill_dir
+        self._held: list[pa.Table] = []
+        self._held_bytes = 0
+        self._dir: Path | None = None
+        self._writers: dict[int, Any] = {}
+        self._schema: pa.Schema | None = None
+        self.spilled_rows = 0
+
+    @property
+    def spilled(self) -> bool:
+        """Whether rows went to disk."""
+        return self._dir is not None
+
+    def add(self, t: pa.Table) -> None:
+        """Add rows (any scopes, in dump order)."""
+        if t.num_rows == 0:
+            return
+        self._schema = t.schema
+        if self._dir is not None:
+            self._spill(t)
+            return
+        self._held.append(t)
+        self._held_bytes += t.nbytes
+        if self._held_bytes > self.memory_bytes or self.memory_bytes == 0:
+            self._dir = Path(tempfile.mkdtemp(prefix="memir-score-", dir=self._spill_parent))
+            held, self._held, self._held_bytes = self._held, [], 0
+            for h in held:
+                self._spill(h)
+
+    def _partition_of(self, t: pa.Table) -> np.ndarray:
+        key = pc.binary_join_element_wise(t.column(KEY_COLUMNS[0]), t.column(KEY_COLUMNS[1]), "\x1f")
+        enc = pc.dictionary_encode(key).combine_chunks()
+        part = np.array([int.from_bytes(hashlib.blake2b(s.encode(), digest_size=8).digest(), "little")
+                         % self.partitions for s in enc.dictionary.to_pylist()], dtype=np.int64)
+        return part[np.asarray(enc.indices.to_numpy(zero_copy_only=False), dtype=np.int64)]
+
+    def _spill(self, t: pa.Table) -> None:
+        import pyarrow.ipc as ipc
+
+        assert self._dir is not None
+        part = self._partition_of(t)
+        for p in np.unique(part).tolist():
+            w = self._writers.get(p)
+            if w is None:
+                w = self._writers[p] = ipc.new_file(str(self._dir / f"part-{p:04d}.arrow"), t.schema)
+            w.write_table(t.filter(pa.array(part == p)))
+        self.spilled_rows += t.num_rows
+
+    def groups(self) -> Iterator[tuple[str, str, pa.Table]]:
+        """Every scope with all its rows in dump order (in memory: scopes in order of first
+        appearance; spilled: partition by partition)."""
+        if self._dir is None:
+            if self._held:
+                t = pa.concat_tables(self._held)
+                self._held = []
+                yield from scope_runs(t)
+            return
+        import pyarrow.ipc as ipc
+
+        for w in self._writers.values():
+            w.close()
+        for p in sorted(self._writers):
+            path = self._dir / f"part-{p:04d}.arrow"
+            with pa.memory_map(str(path)) as src:
+                t = ipc.open_file(src).read_all()
+            yield from scope_runs(t)
+            del t
+            path.unlink()
+
+    def close(self) -> None:
+        """Drop what is held and remove the spill files."""
+        for w in self._writers.values():
+            try:
+                w.close()
+            except (OSError, pa.ArrowInvalid):
+                pass
+        self._writers = {}
+        self._held = []
+        if self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = None

@@ -1,0 +1,251 @@
+"""Reading dumps in chunks into scoring tables: the unit of work every engine maps over.
+
+A dump is cut into :class:`Chunk` s — byte ranges of a JSONL file (cut at line ends), the
+decompressed lines of a gzip/zstd one, or row-group ranges of a Parquet file — each small enough
+to hold in memory and each knowing the line (row) number it starts at. :func:`read_chunk` turns
+one into a :class:`ChunkResult`: the scoring table of its valid records (:mod:`runtime.batch.table`)
+and its rejected rows with their line numbers and errors. Chunks are plain data, so worker
+processes and Ray tasks read them by themselves.
+
+How a row is validated depends on the layout, never the outcome:
+
+- **Parquet in the MemIR column layout** is validated column-wise (:mod:`runtime.batch.validate`);
+  rows that check cannot accept go through MemIR one by one.
+- **JSONL, and Parquet with a ``record`` column of JSON**, are parsed with orjson and validated by
+  MemIR per record — the same calls as the row-at-a-time path; their vectors come straight from
+  the Parquet column when there is one.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import pyarrow as pa
+from pydantic import ValidationError as PydanticValidationError
+
+from ..errors import ValidationError
+from ..record.memir import MemIR
+from ..store import dumps
+from .config import error_text
+from .table import empty_table, table_from_records
+from .validate import fast_rows
+
+__all__ = ["Chunk", "ChunkResult", "error_text", "plan_chunks", "read_chunk"]
+
+Kind = Literal["jsonl", "parquet"]
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One unit of reading work.
+
+    Attributes:
+        path: the dump file.
+        kind: ``jsonl`` or ``parquet``.
+        first_line: line (Parquet: row) number of the chunk's first line, 1-based.
+        start, stop: JSONL: the byte range; Parquet: the row-group range ``[start, stop)``.
+        data: the chunk's lines themselves (a compressed JSONL dump, read sequentially).
+    """
+
+    path: str
+    kind: Kind
+    first_line: int
+    start: int = 0
+    stop: int = 0
+    data: bytes | None = None
+
+
+@dataclass
+class ChunkResult:
+    """What reading a chunk gave.
+
+    Attributes:
+        table: the scoring table of its valid records (dump order).
+        rejects: ``(line, error, raw input)`` of every invalid record, in line order.
+        rows: records read (blank lines are not records).
+        fast: rows validated column-wise (the rest went through MemIR one by one).
+    """
+
+    table: pa.Table
+    rejects: list[tuple[int, str, str]] = field(default_factory=list)
+    rows: int = 0
+    fast: int = 0
+
+
+_ROW_ERRORS: tuple[type[Exception], ...] = (PydanticValidationError, ValidationError, ValueError, TypeError)
+
+
+def _is_parquet(p: Path) -> bool:
+    with open(p, "rb") as fh:
+        return p.suffix in (".parquet", ".pq") or fh.read(4) == b"PAR1"
+
+
+def _compressed(p: Path) -> bool:
+    with open(p, "rb") as fh:
+        head = fh.read(4)
+    return head.startswith(b"\x1f\x8b") or head == b"\x28\xb5\x2f\xfd"
+
+
+def plan_chunks(path: str | Path, *, target_bytes: int = 16 << 20) -> Iterator[Chunk]:
+    """Cut a dump into chunks (lazily: a huge JSONL file is scanned once, as chunks are taken).
+
+    JSONL chunks end at a line end and hold about ``target_bytes``; Parquet chunks are row groups
+    (one per chunk; :data:`runtime.store.dumps.PARQUET_ROW_GROUP` rows when memir wrote the file).
+    """
+    p = dumps.check_dump(path)
+    if _is_parquet(p):
+        _, pq = dumps._pyarrow()
+        md = pq.ParquetFile(p).metadata
+        line = 1
+        for g in range(md.num_row_groups):
+            yield Chunk(str(p), "parquet", line, g, g + 1)
+            line += md.row_group(g).num_rows
+        return
+    line = 1
+    if _compressed(p):
+        with dumps._open_jsonl(p) as fh:
+            while True:
+                block = fh.read(target_bytes)
+                if not block:
+                    return
+                if not block.endswith(b"\n"):
+                    block += fh.readline()
+                yield Chunk(str(p), "jsonl", line, data=block)
+                line += block.count(b"\n")
+    with open(p, "rb") as fh:
+        pos = 0
+        while True:
+            block = fh.read(target_bytes)
+            if not block:
+                return
+            if not block.endswith(b"\n"):
+                block += fh.readline()
+            yield Chunk(str(p), "jsonl", line, pos, pos + len(block))
+            line += block.count(b"\n")
+            pos += len(block)
+
+
+def read_chunk(chunk: Chunk, dim: int) -> ChunkResult:
+    """Read and validate one chunk (see the module docstring)."""
+    if chunk.kind == "parquet":
+        return _read_parquet(chunk, dim)
+    data = chunk.data
+    if data is None:
+        with open(chunk.path, "rb") as fh:
+            fh.seek(chunk.start)
+            data = fh.read(chunk.stop - chunk.start)
+    return _read_jsonl(data, chunk.first_line, dim)
+
+
+def _loads() -> tuple[Any, tuple[type[Exception], ...]]:
+    import orjson
+    return orjson.loads, (orjson.JSONDecodeError, json.JSONDecodeError)
+
+
+class _Records:
+    """Valid records of a chunk, collected one by one, then turned into a table at once."""
+
+    def __init__(self, dim: int) -> None:
+        self.dim = dim
+        self.lines: list[int] = []
+        self.records: list[MemIR] = []
+        self.vectors: list[np.ndarray | None] = []
+
+    def add(self, line: int, rec: MemIR, vec: np.ndarray | None) -> None:
+        self.lines.append(line)
+        self.records.append(rec)
+        self.vectors.append(vec)
+
+    def table(self) -> pa.Table:
+        return table_from_records(self.lines, self.records, self.vectors, self.dim)
+
+
+def _read_jsonl(data: bytes, first_line: int, dim: int) -> ChunkResult:
+    loads, decode_errors = _loads()
+    good = _Records(dim)
+    rejects: list[tuple[int, str, str]] = []
+    rows = 0
+    for k, raw in enumerate(data.split(b"\n")):
+        line = first_line + k
+        if line == 1 and raw.startswith(b"\xef\xbb\xbf"):
+            raw = raw[3:]  # a UTF-8 byte-order mark is not part of the first record
+        if not raw.strip():
+            continue
+        rows += 1
+        try:
+            rec, vec = dumps.parse_row(loads(raw))
+        except (*decode_errors, *_ROW_ERRORS) as e:
+            rejects.append((line, error_text(e), raw.decode("utf-8", errors="replace").rstrip("\n")))
+            continue
+        good.add(line, rec, vec)
+    return ChunkResult(good.table(), rejects, rows, 0)
+
+
+def _check_vector(vec: np.ndarray) -> None:
+    s = float(np.abs(vec).sum()) if vec.ndim == 1 else float("nan")
+    if not (s > 0.0 and math.isfinite(s)):
+        raise ValidationError("embedding must be a non-zero finite vector", field="embedding")
+
+
+def _read_parquet(chunk: Chunk, dim: int) -> ChunkResult:
+    _, pq = dumps._pyarrow()
+    f = pq.ParquetFile(chunk.path)
+    t = f.read_row_groups(list(range(chunk.start, chunk.stop)))
+    if "record" in t.schema.names:
+        return _read_record_json(t, chunk.first_line, dim)
+    fast, slow = fast_rows(t, chunk.first_line, dim)
+    if not len(slow):
+        return ChunkResult(fast, [], t.num_rows, fast.num_rows)
+    loads, decode_errors = _loads()
+    good = _Records(dim)
+    rejects: list[tuple[int, str, str]] = []
+    rows = t.take(pa.array(slow))
+    for k, row in zip(slow.tolist(), rows.to_pylist(), strict=True):
+        line = chunk.first_line + k
+        try:
+            body = {c: v for c, v in row.items() if v is not None and c != "encoder_id"}
+            dumps._decode_attributes(body, loads)
+            rec, vec = dumps.parse_row(body)
+        except (*decode_errors, *_ROW_ERRORS) as e:
+            raw = {c: v for c, v in row.items() if c != "embedding"}
+            rejects.append((line, error_text(e), json.dumps(raw, default=str)))
+            continue
+        good.add(line, rec, vec)
+    merged = pa.concat_tables([fast, good.table()]).sort_by("line") if good.lines else fast
+    return ChunkResult(merged, rejects, t.num_rows, fast.num_rows)
+
+
+def _read_record_json(t: pa.Table, first_line: int, dim: int) -> ChunkResult:
+    loads, decode_errors = _loads()
+    good = _Records(dim)
+    rejects: list[tuple[int, str, str]] = []
+    bodies = t.column("record").to_pylist()
+    emb = t.column("embedding").combine_chunks() if "embedding" in t.schema.names else None
+    for k, text in enumerate(bodies):
+        line = first_line + k
+        try:
+            body = loads(text)
+            if not isinstance(body, dict):
+                raise ValidationError("the record column must hold a JSON object", field="record")
+            v = emb[k] if emb is not None else None
+            if v is not None and v.is_valid:
+                body.pop("embedding", None)
+                body.pop("encoder_id", None)
+                rec = MemIR.model_validate(body)
+                v32 = np.asarray(v.values.to_numpy(zero_copy_only=False), dtype=np.float32)
+                _check_vector(v32)
+                vec: np.ndarray | None = v32
+            else:
+                rec, vec = dumps.parse_row(body)
+        except (*decode_errors, *_ROW_ERRORS) as e:
+            row = {c: t.column(c)[k].as_py() for c in t.schema.names if c != "embedding"}
+            rejects.append((line, error_text(e), json.dumps(row, default=str)))
+            continue
+        good.add(line, rec, vec)
+    return ChunkResult(good.table() if good.lines else empty_table(dim), rejects, t.num_rows, 0)

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["ATTRIBUTE_PREFIX", "CONTEXT_NAMES", "attribute_key", "session_context"]
+__all__ = ["ATTRIBUTE_PREFIX", "CONTEXT_NAMES", "attribute_key", "session_context", "sessions_context"]
 
 CONTEXT_NAMES: tuple[str, ...] = (
     "caption", "relpos", "first3", "last3", "logsesslen", "next_q", "next_react", "prev_q",
@@ -78,36 +78,57 @@ def session_context(texts: Sequence[str], emb: np.ndarray) -> np.ndarray:
     Raises:
         ValueError: if ``emb`` is not row-aligned with ``texts``.
     """
+    return sessions_context(texts, emb, np.array([0, len(texts)]))
+
+
+def sessions_context(texts: Sequence[str], emb: np.ndarray, bounds: np.ndarray) -> np.ndarray:
+    """:func:`session_context` of many sessions at once: session ``k`` is rows
+    ``bounds[k]:bounds[k + 1]`` (each in turn order). Everything is computed for all turns in one
+    pass except the max cosine, which needs each session's cosine matrix. Every value equals what
+    :func:`session_context` gives for that session alone (it is this function with one session).
+    """
     n = len(texts)
     E = np.asarray(emb, dtype=np.float64)
     if E.ndim != 2 or E.shape[0] != n:
         raise ValueError(f"emb must have shape ({n}, d) to match the texts, got {E.shape}")
+    b = np.asarray(bounds, dtype=np.int64)
+    if b.ndim != 1 or len(b) < 1 or b[0] != 0 or b[-1] != n or (np.diff(b) < 0).any():
+        raise ValueError(f"bounds must rise from 0 to {n}")
     out = np.zeros((n, len(CONTEXT_NAMES)))
     if n == 0:
         return out
     E = np.nan_to_num(E)
     E = E / np.maximum(np.linalg.norm(E, axis=1, keepdims=True), 1e-12)
-    S = E @ E.T
     bare = [_strip_caption(t) for t in texts]
     has_q = np.array(["?" in t for t in bare])
     react = np.array([bool(_REACT.search(t)) for t in bare])
     loglen = np.log1p([len(t.split()) for t in bare])
-    i = np.arange(n)
-    nxt, prv = i + 1 < n, i > 0
-    out[:, 0] = [t != b for t, b in zip(texts, bare)]
-    out[:, 1] = i / max(n - 1, 1)
+    sizes = np.diff(b)
+    length = np.repeat(sizes, sizes)                       # the session length of each turn
+    i = np.arange(n) - np.repeat(b[:-1], sizes)            # the turn's position in its session
+    nxt, prv = i + 1 < length, i > 0
+    out[:, 0] = [t != u for t, u in zip(texts, bare)]
+    out[:, 1] = i / np.maximum(length - 1, 1)
     out[:, 2] = i < 3
-    out[:, 3] = i >= n - 3
-    out[:, 4] = np.log(n)
-    out[:-1, 5] = has_q[1:]
-    out[:-1, 6] = react[1:]
-    out[1:, 7] = has_q[:-1]
-    out[:-1, 8] = loglen[1:]
-    out[:, 9] = np.where(nxt, S[i, np.minimum(i + 1, n - 1)], 0.0)
-    out[:, 10] = np.where(prv, S[i, np.maximum(i - 1, 0)], 0.0)
-    if n > 1:
-        off = S.copy()
-        np.fill_diagonal(off, np.nan)
-        out[:, 11] = np.nanmean(off, axis=1)
-        out[:, 12] = np.nanmax(off, axis=1)
+    out[:, 3] = i >= length - 3
+    out[:, 4] = np.log(length)
+    out[:-1, 5] = np.where(nxt[:-1], has_q[1:], 0.0)
+    out[:-1, 6] = np.where(nxt[:-1], react[1:], 0.0)
+    out[1:, 7] = np.where(prv[1:], has_q[:-1], 0.0)
+    out[:-1, 8] = np.where(nxt[:-1], loglen[1:], 0.0)
+    # cosines: to the neighbours and to the session's centre row by row; only the max needs a matrix
+    dots = np.einsum("ij,ij->i", E[:-1], E[1:])
+    out[:-1, 9] = np.where(nxt[:-1], dots, 0.0)
+    out[1:, 10] = np.where(prv[1:], dots, 0.0)
+    starts = b[:-1][sizes > 0]
+    total = np.add.reduceat(E, starts, axis=0)             # each session's sum of unit vectors
+    own = np.repeat(np.arange(len(starts)), sizes[sizes > 0])
+    self_dot = np.einsum("ij,ij->i", E, E)
+    many = length > 1
+    out[many, 11] = (np.einsum("ij,ij->i", E, total[own]) - self_dot)[many] / (length[many] - 1)
+    for lo, hi in zip(b[:-1].tolist(), b[1:].tolist()):
+        if hi - lo > 1:
+            S = E[lo:hi] @ E[lo:hi].T
+            np.fill_diagonal(S, -np.inf)
+            out[lo:hi, 12] = S.max(axis=1)
     return np.nan_to_num(out)

@@ -56,6 +56,7 @@ __all__ = [
     "FeatureSpec",
     "feature_names",
     "featurize",
+    "featurize_segments",
     "spec_for",
 ]
 
@@ -235,15 +236,16 @@ class _Group:
     names: tuple[str, ...]
     fn: Callable[[_Batch], np.ndarray]
     doc: str
+    per_segment: bool = False  # reads the context (steps, goal, recent, session) or the batch as a whole
 
 
 # THE feature table (order = column order). Units: *_log = log1p of the clipped quantity.
 _GROUPS: tuple[_Group, ...] = (
     _Group(("age_steps_log", "has_step", "age_hours_log"), _g_age,
-           "steps since written (ctx.step − record_steps); step known; hours since created_at"),
+           "steps since written (ctx.step − record_steps); step known; hours since created_at", True),
     _Group(("access_count_log", "accessed", "since_touch_hours_log"), _g_usage,
            "times recalled; ever recalled; hours since last recall (else since written)"),
-    _Group(("position",), _g_position, "write-order rank within the batch, 0 = oldest … 1 = newest"),
+    _Group(("position",), _g_position, "write-order rank within the batch, 0 = oldest … 1 = newest", True),
     _Group(tuple(f"src_{s}" for s in SOURCE_TYPES) + tuple(f"role_{r}" for r in DIALOG_ROLES), _g_source,
            "provenance.type and role_context.dialog_role one-hots"),
     _Group(("confidence",) + tuple(f"flag_{f}" for f in FLAGS) + tuple(f"sens_{s}" for s in SENSITIVITIES)
@@ -252,13 +254,13 @@ _GROUPS: tuple[_Group, ...] = (
     _Group(TEXT_STAT_NAMES, _g_text, "length and lexical markers of the content (utilitynet.textstats)"),
     _Group(("has_redundancy", "max_sim_other", "near_dups_log", "max_sim_newer", "max_sim_older",
             "has_newer_near_dup", "newest_of_near_dups"), _g_redundancy,
-           f"cosine redundancy with the other memories of the batch (near-duplicate: cos > {NEAR_DUP_COS})"),
+           f"cosine redundancy with the other memories of the batch (near-duplicate: cos > {NEAR_DUP_COS})", True),
     _Group(("goal_sim", "has_goal", "recent_sim", "has_recent", "stage"), _g_context,
-           "cosine to ctx.goal_embedding / ctx.recent_embedding (0 + bit 0 when absent); task stage"),
+           "cosine to ctx.goal_embedding / ctx.recent_embedding (0 + bit 0 when absent); task stage", True),
     _Group(tuple(f"ctx_{n}" for n in CONTEXT_NAMES) + ("ctx_present",), _g_dialog,
            "dialog session context computed when the record's session closed (utilitynet.dialog; "
            "ctx.session_context, else metadata.attributes['ctx.<name>']; 0 when absent) and a bit saying it is "
-           "present"),
+           "present", True),
 )
 
 FEATURE_NAMES: tuple[str, ...] = tuple(name for g in _GROUPS for name in g.names)
@@ -340,9 +342,35 @@ def featurize(records: Sequence[Any] | RecordColumns, embeddings: np.ndarray, ct
     Raises:
         ValueError: misaligned embeddings / record_steps, or a goal/recent vector of another dimension.
     """
+    return featurize_segments(records, embeddings, [(0, len(records), ctx)], redundancy=redundancy, workers=workers)
+
+
+def featurize_segments(records: Sequence[Any] | RecordColumns, embeddings: np.ndarray,
+                       segments: Sequence[tuple[int, int, ScoringContext]], *,
+                       redundancy: Literal["batch", "none"] | None = None, workers: int = 1) -> np.ndarray:
+    """:func:`featurize` of many batches at once: rows ``start:stop`` of each ``(start, stop, ctx)``
+    segment are one batch with its own context (a scope of a batch-scored dump). The features that
+    depend on the context or on the batch as a whole (age in steps, position, redundancy, goal and
+    recent similarity, session context) are computed per segment; every other one in one pass over
+    all rows. Each row equals what :func:`featurize` gives for its segment alone (it is this
+    function with one segment).
+
+    Args:
+        segments: ``(start, stop, ctx)`` covering ``0..len(records)`` in order; every ``ctx.now``
+            must be the same decision time.
+
+    Raises:
+        ValueError: segments that do not tile the rows, or different decision times.
+    """
     emb = np.asarray(embeddings, dtype=np.float32)
     if emb.ndim != 2 or emb.shape[0] != len(records):
         raise ValueError(f"embeddings must be (len(records)={len(records)}, d), got shape {emb.shape}")
+    ends = [0] + [stop for _, stop, _ in segments]
+    if [start for start, _, _ in segments] != ends[:-1] or ends[-1] != len(records) or not segments:
+        raise ValueError(f"segments must tile rows 0..{len(records)} in order")
+    ctx = segments[0][2]
+    if any(c.now != ctx.now for _, _, c in segments):
+        raise ValueError("every segment must be scored at the same decision time (ctx.now)")
     if redundancy is None:
         redundancy = "none" if ctx.extras.get("skip_redundancy", 0.0) else "batch"
     if redundancy not in ("batch", "none"):
@@ -351,13 +379,20 @@ def featurize(records: Sequence[Any] | RecordColumns, embeddings: np.ndarray, ct
         emb = np.where(np.isfinite(emb), emb, np.float32(0.0))
     emb = emb / np.maximum(np.linalg.norm(emb, axis=1, keepdims=True), np.float32(1e-12))
     cols = records if isinstance(records, RecordColumns) else RecordColumns.from_records(records)
-    b = _Batch(cols, emb, ctx, redundancy == "batch", workers)
+    whole = len(segments) == 1
+    b = _Batch(cols, emb, ctx if whole else ScoringContext(now=ctx.now), redundancy == "batch", workers)
+    parts = [b] if whole else [_Batch(cols.slice(lo, hi), emb[lo:hi], c, redundancy == "batch", workers)
+                               for lo, hi, c in segments]
     m = len(FEATURE_NAMES)
     X = np.empty((b.n, m + emb.shape[1]), dtype=np.float32)  # one allocation, filled in place
     col = 0
     for g in _GROUPS:
         k = len(g.names)
-        X[:, col:col + k] = np.asarray(g.fn(b), dtype=np.float64).reshape(b.n, k)
+        if g.per_segment and not whole:
+            for (lo, hi, _), part in zip(segments, parts):
+                X[lo:hi, col:col + k] = np.asarray(g.fn(part), dtype=np.float64).reshape(part.n, k)
+        else:
+            X[:, col:col + k] = np.asarray(g.fn(b), dtype=np.float64).reshape(b.n, k)
         col += k
     X[:, m:] = emb
     return X

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from utilitynet.dialog import CONTEXT_NAMES, session_context
+from utilitynet.dialog import CONTEXT_NAMES, session_context, sessions_context
 
 from ..record.memir import Flag, MemIR
 
@@ -63,9 +63,12 @@ def history_session_columns(session_ids: Sequence[str | None], turn: np.ndarray,
     for i, sid in enumerate(session_ids):
         if sid is not None and sid != open_session and turn[i]:
             members.setdefault(sid, []).append(i)
+    if not members:
+        return out
+    rows = [i for live in members.values() for i in live]   # session by session, each in write order
+    bounds = np.cumsum([0] + [len(live) for live in members.values()])
     vecs = np.asarray(vectors, dtype=np.float32)
-    for live in members.values():
-        out[live] = session_context([contents[i] for i in live], vecs[live])
+    out[rows] = sessions_context([contents[i] for i in rows], vecs[rows], bounds)
     return out
 
 

@@ -13,7 +13,8 @@ process, a Ray task — so they decide the same way. It returns the output rows 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -23,8 +24,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from utilitynet.columns import FLAGS
+from utilitynet.context import ScoringContext
 
 from ..annotate.consolidate import history_session_columns
+from ..errors import InfeasibleError
 from ..retention.plan import RetentionPlan, recent_context, scoring_context
 from .table import item_table, vectors
 
@@ -48,19 +51,18 @@ class Totals:
     kept: int = 0
     archived: int = 0
     deleted: int = 0
-    rejected: int = 0
     embedded: int = 0
     seconds: dict[str, float] = field(default_factory=lambda: {"embed": 0.0, "decide": 0.0})
 
     def add(self, other: Totals) -> None:
-        for k in ("scopes", "valid", "kept", "archived", "deleted", "rejected", "embedded"):
+        for k in ("scopes", "valid", "kept", "archived", "deleted", "embedded"):
             setattr(self, k, getattr(self, k) + getattr(other, k))
         for k, v in other.seconds.items():
             self.seconds[k] = self.seconds.get(k, 0.0) + v
 
     def as_dict(self) -> dict[str, Any]:
         return {"scopes": self.scopes, "valid": self.valid, "kept": self.kept, "archived": self.archived,
-                "deleted": self.deleted, "rejected": self.rejected, "embedded": self.embedded}
+                "deleted": self.deleted, "embedded": self.embedded}
 
 
 def _round(x: float) -> float | None:
@@ -99,47 +101,83 @@ class ScopeDecider:
 
     def decide(self, t: pa.Table, user_id: str, agent_id: str) -> tuple[pa.Table, Totals]:
         """Decide one scope (``t`` holds exactly its rows, in dump order); returns the output rows
-        (:data:`OUTPUT_SCHEMA`, in ``t``'s order) and its counts."""
-        import time
+        (:data:`OUTPUT_SCHEMA`, in ``t``'s order) and its counts.
 
-        tot = Totals(scopes=1, valid=t.num_rows)
+        Raises:
+            InfeasibleError: the scope's hard rules contradict each other.
+        """
+        out, tot, failed = self.decide_many([(user_id, agent_id, t)])
+        if failed:
+            raise failed[0][2]
+        return out, tot
+
+    def decide_many(self, scopes: Sequence[tuple[str, str, pa.Table]]
+                    ) -> tuple[pa.Table, Totals, list[tuple[str, str, InfeasibleError, pa.Table]]]:
+        """Decide several scopes at once: their vectors, columns and utilities are computed in one
+        pass (one model call), then each scope is planned and solved on its own. Each scope's
+        decision is the one :meth:`decide` gives it alone.
+
+        Returns:
+            ``(output rows of the decided scopes, counts, failed scopes)``; a failed scope is
+            ``(user, agent, the InfeasibleError, its rows)``.
+        """
+        tot = Totals()
         t0 = time.perf_counter()
-        vecs, missing = vectors(t)
+        big = pa.concat_tables([t for _, _, t in scopes]) if len(scopes) > 1 else scopes[0][2]
+        vecs, missing = vectors(big)
         if missing.any():
             idx = np.flatnonzero(missing)
-            content = t.column("content").take(pa.array(idx)).to_pylist()
-            vecs[idx] = self._embed(content)
-            tot.embedded = len(idx)
+            vecs[idx] = self._embed(big.column("content").take(pa.array(idx)).to_pylist())
         vecs /= np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
         t1 = time.perf_counter()
-        items = item_table(t)
-        n = len(items)
-        created = items.columns.created_at
-        order = np.argsort(created, kind="stable")
-        steps = np.empty(n, dtype=np.int64)
-        steps[order] = np.arange(1, n + 1)
-        recent = recent_context(vecs[order[-self.recent_window:]])
-        sessions = t.column("session_id").to_pylist()
+        items = item_table(big)
+        sessions = big.column("session_id").to_pylist()
         turn = (items.columns.flags & _PLACEHOLDER) == 0
-        hist = history_session_columns([sessions[i] for i in order], turn[order],
-                                       [items.columns.content[i] for i in order], vecs[order])
-        session = np.empty_like(hist)
-        session[order] = hist
-        ctx = scoring_context(now=self.now, steps=steps, recent=recent, session=session,
-                              skip_redundancy=self.skip_redundancy)
-        plan = self.plan.build(items, vecs, ctx)
-        result = self.plan.solve(plan)
-        cols = self.plan.item_columns(plan, result)
-        out = pa.table({
-            "id": t.column("id"), "user_id": pa.repeat(user_id, n), "agent_id": pa.repeat(agent_id, n),
-            "utility": pa.array([_round(u) for u in cols.utility.tolist()], pa.float64()),
-            "model_utility": pa.array([round(u, 6) for u in cols.model_utility.tolist()], pa.float64()),
-            "keep": pa.array(cols.kept), "reason": pa.array(cols.reason, pa.string()),
-            "action": pa.array(cols.action, pa.string()),
-        }, schema=OUTPUT_SCHEMA)
-        actions = pc.value_counts(out.column("action")).to_pylist()
-        counts = {a["values"]: a["counts"] for a in actions}
-        tot.kept = counts.get("keep", 0) + counts.get("write", 0)
-        tot.archived, tot.deleted = counts.get("archive", 0), counts.get("delete", 0)
+        bounds = np.cumsum([0] + [t.num_rows for _, _, t in scopes]).tolist()
+        segments: list[tuple[int, int, ScoringContext]] = []
+        for lo, hi in zip(bounds[:-1], bounds[1:]):
+            n = hi - lo
+            order = np.argsort(items.columns.created_at[lo:hi], kind="stable")
+            steps = np.empty(n, dtype=np.int64)
+            steps[order] = np.arange(1, n + 1)
+            v = vecs[lo:hi]
+            recent = recent_context(v[order[-self.recent_window:]])
+            w = (lo + order).tolist()
+            hist = history_session_columns([sessions[i] for i in w], turn[lo + order],
+                                           [items.columns.content[i] for i in w], v[order])
+            session = np.empty_like(hist)
+            session[order] = hist
+            segments.append((lo, hi, scoring_context(now=self.now, steps=steps, recent=recent, session=session,
+                                                     skip_redundancy=self.skip_redundancy)))
+        score_segments = getattr(self.plan.scorer, "score_segments", None)
+        utilities = (score_segments(items.columns, vecs, segments) if score_segments is not None
+                     else None)  # a scorer without it scores scope by scope in build()
+        parts: list[pa.Table] = []
+        failed: list[tuple[str, str, InfeasibleError, pa.Table]] = []
+        for (user, agent, t), (lo, hi, ctx) in zip(scopes, segments):
+            try:
+                plan = self.plan.build(items.slice(lo, hi), vecs[lo:hi], ctx,
+                                       model_utility=None if utilities is None else utilities[lo:hi])
+                result = self.plan.solve(plan)
+            except InfeasibleError as e:
+                failed.append((user, agent, e, t))
+                continue
+            cols = self.plan.item_columns(plan, result)
+            n = hi - lo
+            parts.append(pa.table({
+                "id": t.column("id"), "user_id": pa.repeat(user, n), "agent_id": pa.repeat(agent, n),
+                "utility": pa.array([_round(u) for u in cols.utility.tolist()], pa.float64()),
+                "model_utility": pa.array([round(u, 6) for u in cols.model_utility.tolist()], pa.float64()),
+                "keep": pa.array(cols.kept), "reason": pa.array(cols.reason, pa.string()),
+                "action": pa.array(cols.action, pa.string()),
+            }, schema=OUTPUT_SCHEMA))
+            tot.scopes += 1
+            tot.valid += n
+            tot.embedded += int(missing[lo:hi].sum())
+        out = pa.concat_tables(parts) if parts else OUTPUT_SCHEMA.empty_table()
+        if out.num_rows:
+            counts = {a["values"]: a["counts"] for a in pc.value_counts(out.column("action")).to_pylist()}
+            tot.kept = counts.get("keep", 0) + counts.get("write", 0)
+            tot.archived, tot.deleted = counts.get("archive", 0), counts.get("delete", 0)
         tot.seconds = {"embed": t1 - t0, "decide": time.perf_counter() - t1}
-        return out, tot
+        return out, tot, failed

@@ -41,9 +41,16 @@ def scope_runs(t: pa.Table) -> Iterator[tuple[str, str, pa.Table]]:
     stops = np.concatenate([bounds, [len(order)]])
     first_line = lines[order[starts]]
     names = enc.dictionary.to_pylist()
-    for k in np.argsort(first_line, kind="stable").tolist():
+    by_first = np.argsort(first_line, kind="stable")
+    # one gather into scope order (scopes by first appearance, rows by line), then zero-copy slices
+    seq = np.concatenate([order[starts[k]:stops[k]] for k in by_first.tolist()])
+    grouped = t.take(pa.array(seq))
+    pos = 0
+    for k in by_first.tolist():
         user, agent = names[sorted_codes[starts[k]]].split("\x1f", 1)
-        yield user, agent, t.take(pa.array(order[starts[k]:stops[k]]))
+        size = int(stops[k] - starts[k])
+        yield user, agent, grouped.slice(pos, size)
+        pos += size
 
 
 class ScopeGroups:

@@ -33,13 +33,15 @@ from typing import IO, Any
 
 import numpy as np
 
-from ..errors import InfeasibleError, MissingDependencyError, ValidationError
+from ..errors import MissingDependencyError, ValidationError
 from ..record.memir import utcnow
 from .config import ENGINES, ScoreConfig, duplicate_text, make_embedder, scope_failure_text
 
 __all__ = ["ScoreConfig", "score_dump"]
 
-_AUTO_WORKERS_BYTES = 64 << 20  # below this a dump is read in-process (starting readers costs ~1 s)
+_AUTO_WORKERS_BYTES = 64 << 20
+BLOCK_ROWS = 32_768
+"""Scopes are decided in blocks of about this many rows: one feature pass and one model call each."""  # below this a dump is read in-process (starting readers costs ~1 s)
 
 
 def _pyarrow_check() -> None:
@@ -273,19 +275,29 @@ def _score_local(paths: list[Path], out: Path, cfg: ScoreConfig, *, progress: bo
             from tqdm import tqdm
             bar = tqdm(desc="decide", unit="rec", total=n_rows - quarantine.count, mininterval=0.5)
         failed: list[dict[str, str]] = []
-        for user, agent, rows in groups.groups():
-            try:
-                scored, tot = decider.decide(rows, user, agent)
-            except InfeasibleError as e:  # one contradictory scope does not stop the dump
+
+        def flush(block: list[tuple[str, str, Any]]) -> None:
+            scored, tot, bad = decider.decide_many(block)
+            writer.write(scored)
+            totals.add(tot)
+            for user, agent, e, rows in bad:  # one contradictory scope does not stop the dump
                 lines = rows.column("line").to_pylist()
                 quarantine.write([(line, scope_failure_text(user, agent, e), None) for line in lines], "")
                 failed.append({"user_id": user, "agent_id": agent, "error": str(e)})
-                continue
-            writer.write(scored)
-            totals.add(tot)
             if bar is not None:
-                bar.update(rows.num_rows)
+                bar.update(sum(t.num_rows for _, _, t in block))
                 bar.set_postfix(scopes=totals.scopes, kept=totals.kept, refresh=False)
+
+        block: list[tuple[str, str, Any]] = []
+        size = 0
+        for user, agent, rows in groups.groups():
+            block.append((user, agent, rows))
+            size += rows.num_rows
+            if size >= BLOCK_ROWS:
+                flush(block)
+                block, size = [], 0
+        if block:
+            flush(block)
         if totals.valid == 0:
             keep_quarantine = True  # a complete read: the user needs to see why every record was rejected
             names = ", ".join(map(str, paths))

@@ -99,36 +99,38 @@ def _flag_bits(a: Any) -> np.ndarray:
     return bits
 
 
-def _vector_ok(a: Any) -> np.ndarray:
-    """Rows whose vector, if any, is finite, non-zero and of moderate magnitude (no float32
-    overflow in MemIR's check either way)."""
-    ok = _is_null(a)
-    present = ~ok
-    if not present.any():
-        return ok
-    lengths = np.asarray(pc.fill_null(pc.list_value_length(a), 0).to_numpy(), dtype=np.int64)
-    flat = np.asarray(pc.list_flatten(a).to_numpy(zero_copy_only=False), dtype=np.float32)
-    parents = np.asarray(pc.list_parent_indices(a).to_numpy(), dtype=np.int64)
-    mag = np.abs(flat)
-    bad = ~(mag <= 1e30)  # NaN and inf included
-    any_bad = np.zeros(len(a), dtype=bool)
-    any_bad[parents[bad]] = True
-    nonzero = np.zeros(len(a), dtype=bool)
-    nonzero[parents[mag > 0]] = True
-    return ok | (present & (lengths > 0) & ~any_bad & nonzero)
-
-
-def _fixed(a: Any, dim: int, use: np.ndarray) -> pa.Array:
-    """The vectors as a fixed-size list of ``dim`` (null where absent or of another width, as the
-    row-at-a-time path re-embeds those)."""
+def _vectors(a: Any, dim: int) -> tuple[np.ndarray, pa.Array]:
+    """Which rows' vectors pass (absent, or finite, non-zero and of moderate magnitude so that
+    MemIR's float32 check cannot overflow either way), and the vectors as a fixed-size list of
+    ``dim`` — null where absent or of another width, as the row-at-a-time path re-embeds those."""
     n = len(a)
     lengths = np.asarray(pc.fill_null(pc.list_value_length(a), -1).to_numpy(), dtype=np.int64)
-    keep = use & (lengths == dim)
-    out = np.zeros((n, dim), dtype=np.float32)
-    if keep.any():
-        sel = pc.filter(a, pa.array(keep))
-        out[keep] = np.asarray(pc.list_flatten(sel).to_numpy(zero_copy_only=False), dtype=np.float32).reshape(-1, dim)
-    return pa.FixedSizeListArray.from_arrays(pa.array(out.reshape(-1), pa.float32()), dim, mask=pa.array(~keep))
+    present = lengths >= 0
+    flat = np.asarray(pc.list_flatten(a).to_numpy(zero_copy_only=False), dtype=np.float32)
+    ok = ~present
+    if (lengths[present] == dim).all():  # the usual dump: one width, so one (rows, dim) matrix
+        M = flat.reshape(-1, dim)
+        peak = np.abs(M).max(axis=1) if len(M) else np.zeros(0, np.float32)
+        ok[present] = (peak <= 1e30) & (peak > 0)       # NaN and inf fail the first test
+        vecs = np.zeros((n, dim), dtype=np.float32)
+        vecs[present] = M
+        keep = present
+    else:
+        parents = np.repeat(np.arange(n), np.maximum(lengths, 0))
+        mag = np.abs(flat)
+        any_bad = np.zeros(n, dtype=bool)
+        any_bad[parents[~(mag <= 1e30)]] = True
+        nonzero = np.zeros(n, dtype=bool)
+        nonzero[parents[mag > 0]] = True
+        ok |= present & (lengths > 0) & ~any_bad & nonzero
+        keep = present & (lengths == dim)
+        vecs = np.zeros((n, dim), dtype=np.float32)
+        if keep.any():
+            starts = np.concatenate([[0], np.cumsum(np.maximum(lengths, 0))[:-1]])
+            idx = starts[keep][:, None] + np.arange(dim)
+            vecs[keep] = flat[idx]
+    fixed = pa.FixedSizeListArray.from_arrays(pa.array(vecs.reshape(-1), pa.float32()), dim, mask=pa.array(~keep))
+    return ok, fixed
 
 
 def fast_rows(batch: pa.RecordBatch | pa.Table, first_line: int, dim: int) -> tuple[pa.Table, np.ndarray]:
@@ -240,7 +242,8 @@ def fast_rows(batch: pa.RecordBatch | pa.Table, first_line: int, dim: int) -> tu
                 emb.type)) or not pa.types.is_floating(emb.type.value_type):
             return score_schema(dim).empty_table(), np.arange(n)
         emb = pc.cast(emb.combine_chunks(), pa.list_(pa.float32()))
-        ok &= _vector_ok(emb)
+        vec_ok, fixed = _vectors(emb, dim)
+        ok &= vec_ok
     parents = cols.get("provenance.derived_from")
     if parents is not None and ok.any():  # MemIR refuses a record that is its own parent
         flat = pc.list_flatten(parents)
@@ -303,7 +306,7 @@ def fast_rows(batch: pa.RecordBatch | pa.Table, first_line: int, dim: int) -> tu
     if emb is None:
         arrays.append(pa.nulls(m, schema.field("embedding").type))
     else:
-        arrays.append(_fixed(pc.filter(emb, keep), dim, np.ones(m, dtype=bool) & ~_is_null(pc.filter(emb, keep))))
+        arrays.append(fixed.filter(keep))
     table = pa.Table.from_arrays([a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a for a in arrays],
                                  schema=schema)
     return table, np.flatnonzero(~ok)

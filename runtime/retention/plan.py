@@ -74,6 +74,11 @@ class ItemTable:
     def __len__(self) -> int:
         return len(self.ids)
 
+    def slice(self, start: int, stop: int) -> ItemTable:
+        """Items ``start:stop`` (views where the columns allow)."""
+        return ItemTable(ids=self.ids[start:stop], columns=self.columns.slice(start, stop),
+                         view=self.view.slice(start, stop), content_lengths=self.content_lengths[start:stop])
+
 
 @dataclass(frozen=True)
 class ItemColumns:
@@ -165,9 +170,11 @@ class RetentionPlan:
         self.rules: RuleSet = policy.ruleset
 
     def build(self, records: Sequence[MemIR] | ItemTable, vectors: np.ndarray, ctx: ScoringContext, *,
-              candidate: np.ndarray | None = None) -> Plan:
+              candidate: np.ndarray | None = None, model_utility: np.ndarray | None = None) -> Plan:
         """Score, compile the rules and state the problem. ``records`` are MemIR records or, from a
-        batch scorer, an :class:`ItemTable` (scored with the scorer's ``score_columns``)."""
+        batch scorer, an :class:`ItemTable` (scored with the scorer's ``score_columns``).
+        ``model_utility``: the scorer's utilities when the caller already has them (a batch scorer
+        scores many scopes in one call with ``score_segments``); the scorer is then not called."""
         table = records if isinstance(records, ItemTable) else None
         n = len(records)
         vecs = np.asarray(vectors, dtype=np.float32)
@@ -176,6 +183,8 @@ class RetentionPlan:
         cand = np.zeros(n, dtype=bool) if candidate is None else np.asarray(candidate, dtype=bool)
         if not n:
             model_u = np.zeros(0, dtype=np.float64)
+        elif model_utility is not None:
+            model_u = np.asarray(model_utility, dtype=np.float64)
         elif table is not None:
             score_columns = getattr(self.scorer, "score_columns", None)
             if score_columns is None:

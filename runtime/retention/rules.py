@@ -183,6 +183,17 @@ class RuleView:
     def __len__(self) -> int:
         return len(self.ids)
 
+    def slice(self, start: int, stop: int) -> RuleView:
+        """Items ``start:stop``."""
+        return RuleView(
+            ids=self.ids[start:stop], content=self.content[start:stop], flags=self.flags[start:stop],
+            source=self.source[start:stop], dialog_role=self.dialog_role[start:stop],
+            sensitivity=self.sensitivity[start:stop], expires_at=self.expires_at[start:stop],
+            confidence=self.confidence[start:stop], active_role=self.active_role[start:stop],
+            sub_role=self.sub_role[start:stop], tags=self.tags[start:stop],
+            attributes=None if self.attributes is None else (self.attributes[start:stop] if any(
+                self.attributes[start:stop]) else None))
+
     def attribute(self, i: int, key: str) -> Any:
         """``metadata.attributes.get(key)`` of item ``i``."""
         a = None if self.attributes is None else self.attributes[i]

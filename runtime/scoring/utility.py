@@ -41,6 +41,7 @@ from utilitynet.features import (
     FeatureSpec,
     feature_names,
     featurize,
+    featurize_segments,
 )
 
 from ..errors import EncoderMismatchError, ModelNotFoundError, SchemaMismatchError, VectorError
@@ -194,8 +195,16 @@ class UtilityScorer:
         the same utilities, without a per-record Python pass."""
         return self._score(columns, embeddings, ctx)
 
-    def _score(self, batch: Sequence[MemIR] | RecordColumns, embeddings: np.ndarray,
-               ctx: ScoringContext) -> np.ndarray:
+    def score_segments(self, columns: RecordColumns, embeddings: np.ndarray,
+                       segments: Sequence[tuple[int, int, ScoringContext]]) -> np.ndarray:
+        """:meth:`score_columns` of many batches at once — rows ``start:stop`` of each
+        ``(start, stop, ctx)`` are scored as one batch with that context (the scopes of a dump) —
+        with one model call for all of them."""
+        emb = self._check(columns, embeddings)
+        X = featurize_segments(columns, emb, segments, redundancy=self._redundancy, workers=self._threads)
+        return self.score_features(X)
+
+    def _check(self, batch: Sequence[MemIR] | RecordColumns, embeddings: np.ndarray) -> np.ndarray:
         emb = np.asarray(embeddings, dtype=np.float32)
         if emb.ndim != 2 or emb.shape[0] != len(batch):
             raise VectorError(f"embeddings must be (len(records)={len(batch)}, d), got {emb.shape}",
@@ -205,6 +214,11 @@ class UtilityScorer:
                 f"embeddings have {emb.shape[1]} dims but the model was fit on "
                 f"{self.spec.embedding_dim}-dim vectors from {self.spec.encoder_id!r}: embed with that "
                 f"encoder, or set ${MODEL_ENV} to a model fit on yours")
+        return emb
+
+    def _score(self, batch: Sequence[MemIR] | RecordColumns, embeddings: np.ndarray,
+               ctx: ScoringContext) -> np.ndarray:
+        emb = self._check(batch, embeddings)
         X = featurize(batch, emb, ctx, redundancy=self._redundancy, workers=self._threads)
         return self.score_features(X)
 

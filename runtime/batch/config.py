@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -13,7 +14,7 @@ from ..errors import ValidationError
 from ..retention.policy import RetentionPolicy
 from ..retention.solver import Method, OnInfeasible
 
-__all__ = ["ENGINES", "ScoreConfig", "duplicate_text", "error_text", "make_embedder", "scope_failure_text"]
+__all__ = ["ENGINES", "FILE_SHIFT", "ScoreConfig", "duplicate_reason", "duplicate_text", "error_text", "make_embedder", "scope_failure_text"]
 
 ENGINES = ("local", "rows", "ray")
 """``local``: columnar and streaming, in this process plus reader processes (the default);
@@ -92,6 +93,17 @@ class ScoreConfig:
                                recent_window=self.recent_window)
 
 
+FILE_SHIFT = 40
+"""Dump-order keys are ``file index << FILE_SHIFT | line``: one order across several dumps."""
+
+
+def duplicate_reason(memory_id: str, first_key: int, file_index: int, paths: Sequence[Any]) -> str:
+    """:func:`duplicate_text` from the dump-order key of the first copy, naming its dump when it is
+    not ``paths[file_index]``."""
+    f, line = first_key >> FILE_SHIFT, first_key & ((1 << FILE_SHIFT) - 1)
+    return duplicate_text(memory_id, line, str(paths[f]) if f != file_index else None)
+
+
 def error_text(e: Exception) -> str:
     """A rejection reason: pydantic's errors as ``field.path: message`` joined by ``; ``."""
     if isinstance(e, PydanticValidationError):
@@ -99,9 +111,11 @@ def error_text(e: Exception) -> str:
     return str(e)
 
 
-def duplicate_text(memory_id: str, first_line: int) -> str:
-    """The quarantine reason of a repeated id."""
-    return f"duplicate id {memory_id!r} (first seen at line {first_line}); scored once"
+def duplicate_text(memory_id: str, first_line: int, first_file: str | None = None) -> str:
+    """The quarantine reason of a repeated id (``first_file``: the dump of the first copy, when
+    it is not the same dump)."""
+    where = f"line {first_line}" + (f" of {first_file}" if first_file else "")
+    return f"duplicate id {memory_id!r} (first seen at {where}); scored once"
 
 
 def scope_failure_text(user_id: str, agent_id: str, e: Exception) -> str:

@@ -9,11 +9,15 @@ bits is below 10^-20. The first occurrence (lowest line) is scored; every later 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["IdSeen", "id_hashes"]
+from .config import FILE_SHIFT
+
+__all__ = ["FILE_SHIFT", "IdSeen", "first_occurrences", "id_hashes"]
 
 _MAX_ID_BYTES = 512  # ids are at most 128 characters (MemIR's Id), at most 4 bytes each
 _rng = np.random.default_rng(0x6D656D6972)
@@ -104,3 +108,36 @@ class IdSeen:
             o = np.lexsort((c2, c1))
             run = (c1[o], c2[o], cl[o])
         self._runs.append(run)
+
+
+def first_occurrences(batches: Iterable[pa.Table]) -> dict[tuple[int, int], tuple[str, int]]:
+    """Duplicates among ids that arrive in any order (a data engine's blocks): batches with ``id``,
+    ``file`` and ``line`` columns. Returns ``{(file, line): (id, order key of the first copy)}`` for
+    every copy after the first in dump order (keys: ``file << FILE_SHIFT | line``). Memory: 24
+    bytes an id."""
+    h1s, h2s, keys, ids = [], [], [], []
+    for b in batches:
+        h1, h2 = id_hashes(b.column("id"))
+        h1s.append(h1)
+        h2s.append(h2)
+        keys.append((np.asarray(b.column("file").to_numpy(), np.int64) << FILE_SHIFT)
+                    | np.asarray(b.column("line").to_numpy(), np.int64))
+        ids.append(b.column("id"))
+    if not keys:
+        return {}
+    h1, h2, key = np.concatenate(h1s), np.concatenate(h2s), np.concatenate(keys)
+    order = np.lexsort((key, h2, h1))
+    s1, s2 = h1[order], h2[order]
+    same = np.zeros(len(order), dtype=bool)
+    same[1:] = (s1[1:] == s1[:-1]) & (s2[1:] == s2[:-1])
+    if not same.any():
+        return {}
+    run_start = np.maximum.accumulate(np.where(~same, np.arange(len(order)), 0))
+    all_ids = pa.chunked_array([c for col in ids for c in (col.chunks if isinstance(col, pa.ChunkedArray) else [col])])
+    out: dict[tuple[int, int], tuple[str, int]] = {}
+    mask = (1 << FILE_SHIFT) - 1
+    for k in np.flatnonzero(same).tolist():
+        row, first = int(order[k]), int(key[order[run_start[k]]])
+        kk = int(key[row])
+        out[(kk >> FILE_SHIFT, kk & mask)] = (all_ids[row].as_py(), first)
+    return out

@@ -27,13 +27,16 @@ __all__ = ["ScopeGroups", "scope_runs"]
 
 
 def scope_runs(t: pa.Table) -> Iterator[tuple[str, str, pa.Table]]:
-    """Each scope of a table with its rows in line order; scopes in order of first appearance."""
+    """Each scope of a table with its rows in dump order (by ``file`` — the dump's index, when
+    there are several — then ``line``); scopes in order of first appearance."""
     if t.num_rows == 0:
         return
     key = pc.binary_join_element_wise(t.column("user_id"), t.column("agent_id"), "\x1f")
     enc = pc.dictionary_encode(key).combine_chunks()
     codes = np.asarray(enc.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
     lines = np.asarray(t.column("line").to_numpy(), dtype=np.int64)
+    if "file" in t.schema.names:  # several dumps: dump order is (file, line)
+        lines = (np.asarray(t.column("file").to_numpy(), dtype=np.int64) << 40) | lines
     order = np.lexsort((lines, codes))
     sorted_codes = codes[order]
     bounds = np.flatnonzero(np.diff(sorted_codes)) + 1

@@ -35,7 +35,7 @@ import numpy as np
 
 from ..errors import MissingDependencyError, ValidationError
 from ..record.memir import utcnow
-from .config import ENGINES, ScoreConfig, duplicate_text, make_embedder, scope_failure_text
+from .config import ENGINES, ScoreConfig, duplicate_reason, make_embedder, scope_failure_text
 
 __all__ = ["ScoreConfig", "score_dump"]
 
@@ -209,11 +209,13 @@ def score_dump(dump: str | Path | Sequence[str | Path], out: str | Path, cfg: Sc
 
 
 def _score_local(paths: list[Path], out: Path, cfg: ScoreConfig, *, progress: bool) -> dict[str, Any]:
+    import pyarrow as pa
+
     from ..retention.plan import RetentionPlan
     from ..scoring.utility import UtilityScorer
     from ..store.dumps import count_records
     from .decide import ScopeDecider, Totals
-    from .dedup import IdSeen
+    from .dedup import FILE_SHIFT, IdSeen
     from .partition import ScopeGroups
     from .read import plan_chunks
 
@@ -241,21 +243,22 @@ def _score_local(paths: list[Path], out: Path, cfg: ScoreConfig, *, progress: bo
             from tqdm import tqdm
             total = sum(count_records(p) or 0 for p in paths)
             bar = tqdm(desc="read", unit="rec", total=total, mininterval=0.5, smoothing=0.1)
-        for path in paths:
+        for file_index, path in enumerate(paths):
             chunks = plan_chunks(path, target_bytes=cfg.chunk_mb << 20)
             for _, res in _results(chunks, dim, workers):
                 entries: list[tuple[int, str, str | None]] = list(res.rejects)
                 t = res.table
                 if t.num_rows:
                     lines = np.asarray(t.column("line").to_numpy(), dtype=np.int64)
-                    dup, first = seen.check(t.column("id"), lines)
+                    dup, first = seen.check(t.column("id"), (file_index << FILE_SHIFT) | lines)
                     if dup.any():
                         ids = t.column("id").to_pylist()
-                        entries += [(int(lines[i]), duplicate_text(ids[i], int(first[i])), None)
+                        entries += [(int(lines[i]), duplicate_reason(ids[i], int(first[i]), file_index, paths), None)
                                     for i in np.flatnonzero(dup)]
                         quarantine.duplicates += int(dup.sum())
-                        import pyarrow as pa
                         t = t.filter(pa.array(~dup))
+                    if len(paths) > 1:
+                        t = t.append_column("file", pa.array(np.full(t.num_rows, file_index, np.int32)))
                     groups.add(t)
                 if entries:
                     quarantine.write(entries, str(path))
@@ -282,7 +285,10 @@ def _score_local(paths: list[Path], out: Path, cfg: ScoreConfig, *, progress: bo
             totals.add(tot)
             for user, agent, e, rows in bad:  # one contradictory scope does not stop the dump
                 lines = rows.column("line").to_pylist()
-                quarantine.write([(line, scope_failure_text(user, agent, e), None) for line in lines], "")
+                files = rows.column("file").to_pylist() if "file" in rows.schema.names else [0] * len(lines)
+                for k in sorted(set(files)):
+                    quarantine.write([(line, scope_failure_text(user, agent, e), None)
+                                      for line, f in zip(lines, files) if f == k], str(paths[k]))
                 failed.append({"user_id": user, "agent_id": agent, "error": str(e)})
             if bar is not None:
                 bar.update(sum(t.num_rows for _, _, t in block))

@@ -53,6 +53,7 @@ from .errors import (
     NotFoundError,
     SchemaMismatchError,
     ValidationError,
+    WorkerError,
 )
 from .install import DIST
 from .store.location import is_postgres_url, redact_url
@@ -294,31 +295,36 @@ def cmd_score(a: argparse.Namespace) -> int:
     from .batch import ScoreConfig, score_dump
     from .store.dumps import check_dump
 
-    try:
-        check_dump(a.dump)
-    except NotFoundError as e:
-        raise CliError("missing", str(e).split(":")[0], "check the path") from None
-    out = _out_path(a.out)
+    for d in a.dump:
+        try:
+            check_dump(d)
+        except NotFoundError as e:
+            raise CliError("missing", str(e).split(":")[0], "check the path") from None
+    out = Path(a.out) if a.engine == "ray" else _out_path(a.out)
     if a.rules is not None and not Path(a.rules).is_file():
         raise CliError("missing", f"no rules file at {a.rules}", "check the path (rules are a YAML file)")
     cfg = ScoreConfig(capacity=a.capacity, rules=a.rules, model=a.model, batch_size=a.batch_size,
                       quarantine=a.quarantine, redundancy=a.redundancy, method=a.method, encoder=a.encoder,
-                      on_infeasible=a.on_infeasible or "overflow")
-    report = score_dump(a.dump, out, cfg, progress=not a.quiet)
+                      on_infeasible=a.on_infeasible or "overflow", workers=a.workers, memory_mb=a.memory_mb,
+                      spill_dir=a.spill_dir)
+    report = score_dump(a.dump if len(a.dump) > 1 else a.dump[0], out, cfg, progress=not a.quiet,
+                        engine=a.engine, ray_address=a.ray_address)
 
     def lines() -> list[str]:
-        out_ = [f"scored {report.get('valid', 0)} records in {report.get('scopes', '?')} scope(s) -> {out}"]
+        secs = report.get("seconds", {})
+        out_ = [f"scored {report.get('valid', 0)} records in {report.get('scopes', '?')} scope(s) -> {out} "
+                f"({report.get('records_per_s') or 0:,.0f} records/s, {secs.get('total', '?')} s, engine "
+                f"{report.get('engine')})",
+                f"  kept {report.get('kept', 0)}, archived {report.get('archived', 0)}, "
+                f"deleted {report.get('deleted', 0)}, rejected {report.get('quarantined', 0)}"]
         if report.get("quarantined"):
-            out_.append(f"  {report['quarantined']} invalid record(s) quarantined -> {report.get('quarantine')}")
-        for k in ("kept", "forgotten", "records_per_s", "seconds"):
-            if k in report:
-                out_.append(f"  {k.replace('_', ' ')}: {report[k]}")
+            dup = f" ({report['duplicates']} duplicate ids)" if report.get("duplicates") else ""
+            out_.append(f"  {report['quarantined']} record(s) quarantined{dup} -> {report.get('quarantine_file')}")
+        for f in report.get("failed_scopes") or []:
+            out_.append(f"  scope {f['user_id']}/{f['agent_id']} not decided: {f['error']}")
         return out_
 
     _emit(a, report, lines())
-    if report.get("valid", 0) == 0:
-        raise CliError("invalid", f"no valid record in {a.dump}",
-                       f"see the quarantine file {report.get('quarantine')} for why each was rejected")
     return 0
 
 
@@ -413,13 +419,25 @@ def build_parser() -> argparse.ArgumentParser:
                                                              "--user; never implied by a missing or empty --user)")
     sp.add_argument("-o", "--out", required=True, help="output file; .parquet writes Parquet (e.g. -o u42.jsonl)")
 
-    sp = add("score", cmd_score, "batch-score a MemIR dump (JSONL, .gz/.zst, or Parquet): utility, keep, reason",
-             "memir score dump.jsonl.gz -o scored.jsonl --capacity 1000 --rules rules.yaml")
-    sp.add_argument("dump", help="the dump (JSONL, gzip/zstd-compressed JSONL, or Parquet)")
-    sp.add_argument("-o", "--out", required=True, help="scored rows, JSONL (e.g. -o scored.jsonl)")
+    sp = add("score", cmd_score, "batch-score MemIR dumps (JSONL, .gz/.zst, or Parquet): utility, keep, reason",
+             "memir score dump.parquet -o scored.parquet --capacity 1000 --rules rules.yaml")
+    sp.add_argument("dump", nargs="+", help="one or more dumps (JSONL, gzip/zstd-compressed JSONL, or Parquet); "
+                                            "ids must be unique across them")
+    sp.add_argument("-o", "--out", required=True, help="scored rows: JSONL, or Parquet if it ends in .parquet "
+                                                       "(--engine ray: a directory, e.g. -o scored/)")
     solve(sp)
+    sp.add_argument("--engine", default="local", choices=["local", "rows", "ray"],
+                    help="local: columnar, streaming, this machine (default); rows: the record-at-a-time "
+                         "reference path; ray: Ray Data tasks (pip install 'memir-runtime[ray]')")
+    sp.add_argument("--ray-address", default=None, help="--engine ray: an existing cluster (e.g. "
+                                                        "--ray-address ray://head:10001; default: start a local one)")
+    sp.add_argument("--workers", type=int, default=0, help="reader processes (local) or CPUs of the local Ray "
+                                                           "cluster; 0 = automatic (e.g. --workers 4)")
+    sp.add_argument("--memory-mb", type=int, default=512, help="rows held in memory before spilling to disk by "
+                                                                "scope (default 512; e.g. --memory-mb 2048)")
+    sp.add_argument("--spill-dir", default=None, help="where spill files go (default: the temporary directory)")
     sp.add_argument("--quarantine", default=None, help="where rejected records go (default OUT.quarantine.jsonl)")
-    sp.add_argument("--batch-size", type=int, default=8192, help="records per read batch (default 8192)")
+    sp.add_argument("--batch-size", type=int, default=8192, help="texts per encoder call (default 8192)")
     sp.add_argument("--redundancy", default="batch", choices=["batch", "none"],
                     help="redundancy features within each scope (none: faster on huge scopes)")
     sp.add_argument("--encoder", default="default", choices=["default", "hash"],
@@ -460,7 +478,8 @@ def _kind(e: BaseException) -> str:
         return e.kind
     if isinstance(e, InfeasibleError):
         return "infeasible"
-    if isinstance(e, (EncoderUnavailableError, ModelNotFoundError, MissingDependencyError, EncoderMismatchError)):
+    if isinstance(e, (EncoderUnavailableError, ModelNotFoundError, MissingDependencyError, EncoderMismatchError,
+                      WorkerError)):
         return "environment"
     if isinstance(e, NotFoundError):
         return "unknown"

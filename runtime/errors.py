@@ -25,6 +25,7 @@ __all__ = [
     "InfeasibleError",
     "SolverError",
     "MissingDependencyError",
+    "WorkerError",
 ]
 
 
@@ -122,6 +123,11 @@ class StorageError(MemirError):
     """The storage backend failed in a way the caller cannot fix by changing the call: the
     PostgreSQL server went away, or a transaction kept losing to concurrent ones after retries.
     The message carries the server's reason; nothing of the failed call was written."""
+
+
+class WorkerError(MemirError):
+    """A worker process of a batch job died (killed, out of memory, or started from a script
+    without an ``if __name__ == "__main__":`` guard)."""
 
 
 class InfeasibleError(MemirError):

@@ -33,7 +33,7 @@ from typing import IO, Any
 
 import numpy as np
 
-from ..errors import MissingDependencyError, ValidationError
+from ..errors import MissingDependencyError, ValidationError, WorkerError
 from ..record.memir import utcnow
 from .config import ENGINES, ScoreConfig, duplicate_reason, make_embedder, scope_failure_text
 
@@ -157,16 +157,22 @@ def _results(chunks: Iterator[Any], dim: int, workers: int) -> Iterator[Any]:
             yield c, read_chunk(c, dim)
         return
     import multiprocessing as mp
+    from concurrent.futures.process import BrokenProcessPool
 
-    with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn")) as pool:
-        pending: list[tuple[Any, Future[Any]]] = []
-        for c in chunks:
-            pending.append((c, pool.submit(_read_in_worker, c, dim)))
-            if len(pending) >= 2 * workers:
-                c0, f0 = pending.pop(0)
+    try:
+        with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn")) as pool:
+            pending: list[tuple[Any, Future[Any]]] = []
+            for c in chunks:
+                pending.append((c, pool.submit(_read_in_worker, c, dim)))
+                if len(pending) >= 2 * workers:
+                    c0, f0 = pending.pop(0)
+                    yield c0, f0.result()
+            for c0, f0 in pending:
                 yield c0, f0.result()
-        for c0, f0 in pending:
-            yield c0, f0.result()
+    except BrokenProcessPool as e:
+        raise WorkerError(f"a reader process died ({e}). If score_dump is called from a script, put the call "
+                          "under `if __name__ == \"__main__\":` (readers are started with spawn), or pass "
+                          "ScoreConfig(workers=1) to read in this process; if memory ran out, lower --memory-mb") from e
 
 
 def _workers(cfg: ScoreConfig, paths: list[Path]) -> int:

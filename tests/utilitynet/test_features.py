@@ -514,3 +514,40 @@ def test_threaded_text_stats_equal_single_threaded() -> None:
 def test_ends_question_ignores_trailing_whitespace_of_any_length() -> None:
     s = text_stats(["is it?   \n\n   ", "ok", "  ", "what?" + " " * 500, "yes?\t\t\t", "", "no ? it is"])
     assert s["ends_question"].tolist() == [1, 0, 0, 1, 1, 0, 0]
+
+
+def test_featurize_segments_equals_featurize_per_segment(now: datetime) -> None:
+    """Scopes scored in one call (batch scoring) get exactly the features each gets alone,
+    context-dependent groups included (steps, position, redundancy, recent vector, session context)."""
+    from tests.conftest import word_records
+    from utilitynet.columns import RecordColumns
+    from utilitynet.features import featurize_segments
+
+    rng = np.random.default_rng(3)
+    recs = word_records(rng, 90, now, flag=Flag.pinned, flag_every=7, random_confidence=True)
+    emb = rng.standard_normal((90, 16)).astype(np.float32)
+    emb[5:8] = emb[4]  # near-duplicates inside the first segment
+    segments = []
+    for lo, hi in ((0, 30), (30, 31), (31, 90)):
+        n = hi - lo
+        session = rng.standard_normal((n, len(CONTEXT_NAMES)))
+        session[-2:] = np.nan  # the open session
+        recent = rng.standard_normal(16).astype(np.float32)
+        segments.append((lo, hi, ScoringContext(now=now, step=n + 3, record_steps=rng.permutation(n) + 1,
+                                                recent_embedding=recent, session_context=session, stage=0.3)))
+    together = featurize_segments(RecordColumns.from_records(recs), emb, segments)
+    alone = np.vstack([featurize(recs[lo:hi], emb[lo:hi], ctx) for lo, hi, ctx in segments])
+    assert np.array_equal(together, alone)
+
+
+def test_sessions_context_of_many_sessions_equals_each_alone() -> None:
+    from utilitynet.dialog import session_context, sessions_context
+
+    rng = np.random.default_rng(4)
+    texts = ["Hi!", "What did you do?", "Wow, great!", "I moved to Lisbon [image: a street]", "ok", "thanks"] * 6
+    emb = rng.standard_normal((len(texts), 8)).astype(np.float32)
+    bounds = np.array([0, 1, 1, 5, 17, 36])  # one empty session, one of a single turn
+    together = sessions_context(texts, emb, bounds)
+    alone = np.vstack([session_context(texts[a:b], emb[a:b]) for a, b in zip(bounds[:-1], bounds[1:])])
+    assert np.array_equal(together, alone)
+    assert together[1, 0] == 0 and together[3, 0] == 1  # the caption cue

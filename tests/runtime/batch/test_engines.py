@@ -247,3 +247,24 @@ def test_columnwise_validation_accepts_only_what_memir_keeps_unchanged(recs: lis
 
 def test_hash_embedder_width_matches() -> None:
     assert HashEmbedder(DIM).encode(["x"]).shape == (1, DIM)
+
+
+def test_cli_scores_several_dumps_prints_a_summary_and_json(tmp_path: Path, model: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    from runtime.cli import main
+
+    rows = varied_rows(90, seed=9)
+    write_dump(rows[:45], tmp_path / "a.jsonl")
+    write_dump(rows[45:], tmp_path / "b.parquet")
+    base = ["score", str(tmp_path / "a.jsonl"), str(tmp_path / "b.parquet"), "--capacity", "10", "--model",
+            str(model), "--encoder", "hash", "--quiet"]
+    assert main([*base, "-o", str(tmp_path / "out.parquet")]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("scored 90 records in 6 scope(s)") and "records/s" in text and "rejected 0" in text
+    assert main([*base, "-o", str(tmp_path / "out.jsonl"), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["valid"] == 90 and summary["engine"] == "local" and summary["kept"] == 60
+    assert _outputs(tmp_path / "out.parquet") == _outputs(tmp_path / "out.jsonl")
+    # the reference engine takes one dump, and says so
+    assert main([*base, "-o", str(tmp_path / "r.jsonl"), "--engine", "rows"]) == 4
+    assert "one dump at a time" in capsys.readouterr().err

@@ -295,6 +295,12 @@ def cmd_score(a: argparse.Namespace) -> int:
     from .batch import ScoreConfig, score_dump
     from .store.dumps import check_dump
 
+    try:  # this process is the CLI's own: hand freed Arrow memory back to the OS at once (peak RSS)
+        import pyarrow as pa
+        pa.set_memory_pool(pa.system_memory_pool())
+    except ImportError:
+        pass
+
     for d in a.dump:
         try:
             check_dump(d)
@@ -433,8 +439,8 @@ def build_parser() -> argparse.ArgumentParser:
                                                         "--ray-address ray://head:10001; default: start a local one)")
     sp.add_argument("--workers", type=int, default=0, help="reader processes (local) or CPUs of the local Ray "
                                                            "cluster; 0 = automatic (e.g. --workers 4)")
-    sp.add_argument("--memory-mb", type=int, default=512, help="rows held in memory before spilling to disk by "
-                                                                "scope (default 512; e.g. --memory-mb 2048)")
+    sp.add_argument("--memory-mb", type=int, default=256, help="rows held in memory before spilling to disk by "
+                                                                "scope (default 256; e.g. --memory-mb 2048)")
     sp.add_argument("--spill-dir", default=None, help="where spill files go (default: the temporary directory)")
     sp.add_argument("--quarantine", default=None, help="where rejected records go (default OUT.quarantine.jsonl)")
     sp.add_argument("--batch-size", type=int, default=8192, help="texts per encoder call (default 8192)")

@@ -61,7 +61,7 @@ class ScoreConfig:
     now: datetime | None = None
     encoder: str = "default"
     workers: int = 0
-    memory_mb: int = 512
+    memory_mb: int = 256
     spill_dir: str | None = None
     chunk_mb: int = 16
 

@@ -48,12 +48,20 @@ def scope_runs(t: pa.Table) -> Iterator[tuple[str, str, pa.Table]]:
     # one gather into scope order (scopes by first appearance, rows by line), then zero-copy slices
     seq = np.concatenate([order[starts[k]:stops[k]] for k in by_first.tolist()])
     grouped = t.take(pa.array(seq))
+    del t  # the caller hands its only reference: hold the rows once, not twice
     pos = 0
     for k in by_first.tolist():
         user, agent = names[sorted_codes[starts[k]]].split("\x1f", 1)
         size = int(stops[k] - starts[k])
         yield user, agent, grouped.slice(pos, size)
         pos += size
+
+
+def _read_partition(path: Path) -> pa.Table:
+    import pyarrow.ipc as ipc
+
+    with pa.memory_map(str(path)) as src:
+        return ipc.open_file(src).read_all()
 
 
 class ScopeGroups:
@@ -120,21 +128,18 @@ class ScopeGroups:
         appearance; spilled: partition by partition)."""
         if self._dir is None:
             if self._held:
-                t = pa.concat_tables(self._held)
-                self._held = []
-                yield from scope_runs(t)
+                yield from scope_runs(self._take_held())
             return
-        import pyarrow.ipc as ipc
-
         for w in self._writers.values():
             w.close()
         for p in sorted(self._writers):
             path = self._dir / f"part-{p:04d}.arrow"
-            with pa.memory_map(str(path)) as src:
-                t = ipc.open_file(src).read_all()
-            yield from scope_runs(t)
-            del t
+            yield from scope_runs(_read_partition(path))
             path.unlink()
+
+    def _take_held(self) -> pa.Table:
+        held, self._held = self._held, []
+        return pa.concat_tables(held)
 
     def close(self) -> None:
         """Drop what is held and remove the spill files."""

@@ -193,13 +193,29 @@ def _check_vector(vec: np.ndarray) -> None:
         raise ValidationError("embedding must be a non-zero finite vector", field="embedding")
 
 
+PARQUET_BATCH = 16_384
+"""Rows validated at once within a row group: bounds the temporaries of the column checks."""
+
+
 def _read_parquet(chunk: Chunk, dim: int) -> ChunkResult:
     _, pq = dumps._pyarrow()
     f = pq.ParquetFile(chunk.path)
-    t = f.read_row_groups(list(range(chunk.start, chunk.stop)))
-    if "record" in t.schema.names:
-        return _read_record_json(t, chunk.first_line, dim)
-    fast, slow = fast_rows(t, chunk.first_line, dim)
+    groups = list(range(chunk.start, chunk.stop))
+    if "record" in f.schema_arrow.names:
+        return _read_record_json(f.read_row_groups(groups), chunk.first_line, dim)
+    results = []
+    line = chunk.first_line
+    for batch in f.iter_batches(batch_size=PARQUET_BATCH, row_groups=groups):
+        results.append(_read_columns(pa.Table.from_batches([batch]), line, dim))
+        line += batch.num_rows
+    if len(results) == 1:
+        return results[0]
+    return ChunkResult(pa.concat_tables([r.table for r in results]), [x for r in results for x in r.rejects],
+                       sum(r.rows for r in results), sum(r.fast for r in results))
+
+
+def _read_columns(t: pa.Table, first_line: int, dim: int) -> ChunkResult:
+    fast, slow = fast_rows(t, first_line, dim)
     if not len(slow):
         return ChunkResult(fast, [], t.num_rows, fast.num_rows)
     loads, decode_errors = _loads()
@@ -207,7 +223,7 @@ def _read_parquet(chunk: Chunk, dim: int) -> ChunkResult:
     rejects: list[tuple[int, str, str]] = []
     rows = t.take(pa.array(slow))
     for k, row in zip(slow.tolist(), rows.to_pylist(), strict=True):
-        line = chunk.first_line + k
+        line = first_line + k
         try:
             body = {c: v for c, v in row.items() if v is not None and c != "encoder_id"}
             dumps._decode_attributes(body, loads)

@@ -40,7 +40,7 @@ from .config import ENGINES, ScoreConfig, duplicate_reason, make_embedder, scope
 __all__ = ["ScoreConfig", "score_dump"]
 
 _AUTO_WORKERS_BYTES = 64 << 20
-BLOCK_ROWS = 32_768
+BLOCK_ROWS = 16_384
 """Scopes are decided in blocks of about this many rows: one feature pass and one model call each."""  # below this a dump is read in-process (starting readers costs ~1 s)
 
 
@@ -176,9 +176,12 @@ def _results(chunks: Iterator[Any], dim: int, workers: int) -> Iterator[Any]:
 
 
 def _workers(cfg: ScoreConfig, paths: list[Path]) -> int:
+    """Reader processes: JSONL parsing is CPU-bound Python and gains from them; Parquet decoding is
+    native code whose tables would cost more to ship between processes than to read here."""
     if cfg.workers:
         return cfg.workers
-    if sum(p.stat().st_size for p in paths) < _AUTO_WORKERS_BYTES:
+    jsonl = [p for p in paths if p.suffix not in (".parquet", ".pq")]
+    if sum(p.stat().st_size for p in jsonl) < _AUTO_WORKERS_BYTES:
         return 0
     return min(os.cpu_count() or 1, 8)
 

@@ -110,10 +110,16 @@ def _vectors(a: Any, dim: int) -> tuple[np.ndarray, pa.Array]:
     ok = ~present
     if (lengths[present] == dim).all():  # the usual dump: one width, so one (rows, dim) matrix
         M = flat.reshape(-1, dim)
-        peak = np.abs(M).max(axis=1) if len(M) else np.zeros(0, np.float32)
+        if len(M):  # max |x| from the row max and min: no temporary the size of the vectors
+            peak = np.maximum(np.abs(M.max(axis=1)), np.abs(M.min(axis=1)))
+        else:
+            peak = np.zeros(0, np.float32)
         ok[present] = (peak <= 1e30) & (peak > 0)       # NaN and inf fail the first test
-        vecs = np.zeros((n, dim), dtype=np.float32)
-        vecs[present] = M
+        if present.all():
+            vecs = M
+        else:
+            vecs = np.zeros((n, dim), dtype=np.float32)
+            vecs[present] = M
         keep = present
     else:
         parents = np.repeat(np.arange(n), np.maximum(lengths, 0))
@@ -306,7 +312,7 @@ def fast_rows(batch: pa.RecordBatch | pa.Table, first_line: int, dim: int) -> tu
     if emb is None:
         arrays.append(pa.nulls(m, schema.field("embedding").type))
     else:
-        arrays.append(fixed.filter(keep))
+        arrays.append(fixed if m == n else fixed.filter(keep))
     table = pa.Table.from_arrays([a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a for a in arrays],
                                  schema=schema)
     return table, np.flatnonzero(~ok)

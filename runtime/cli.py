@@ -328,6 +328,8 @@ def cmd_score(a: argparse.Namespace) -> int:
             out_.append(f"  {report['quarantined']} record(s) quarantined{dup} -> {report.get('quarantine_file')}")
         for f in report.get("failed_scopes") or []:
             out_.append(f"  scope {f['user_id']}/{f['agent_id']} not decided: {f['error']}")
+        if report.get("note"):
+            out_.append(f"  note: {report['note']}")
         return out_
 
     _emit(a, report, lines())

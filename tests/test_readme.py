@@ -43,3 +43,14 @@ def test_readme_fleet_example_runs_on_postgres(store_target, monkeypatch: pytest
     monkeypatch.setenv("MEMIR_STORE_URL", store_target("fleet"))
     exec(compile(code.group(1), "README.md", "exec"), {"__name__": "readme"})
     assert capsys.readouterr().out.strip() == "['The Orion offsite moved to 12 June']"
+
+
+def test_readme_batch_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                   capsys: pytest.CaptureFixture[str]) -> None:
+    _needs_encoder()
+    code = re.search(r"```python batch\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
+    assert code is not None, "README lost its batch-scoring example"
+    monkeypatch.chdir(tmp_path)
+    exec(compile(code.group(1), "README.md", "exec"), {"__name__": "readme"})
+    assert capsys.readouterr().out.strip() == "50 20 0"
+    assert (tmp_path / "scored.parquet").exists() and not (tmp_path / "scored.parquet.quarantine.jsonl").exists()

@@ -55,6 +55,10 @@ def id_hashes(ids: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
     return _mix(h1), _mix(h2 ^ np.uint64(0x9E3779B97F4A7C15))
 
 
+MERGE_MAX = 1 << 20
+"""Largest sorted run built by merging (24 MB of hashes and lines)."""
+
+
 class IdSeen:
     """The ids seen so far (with the line each was first seen at), in sorted runs."""
 
@@ -102,7 +106,10 @@ class IdSeen:
 
     def _push(self, h1: np.ndarray, h2: np.ndarray, lines: np.ndarray) -> None:
         run = (h1, h2, lines)
-        while self._runs and len(self._runs[-1][0]) <= len(run[0]):
+        # merge equal-sized runs (log-structured), but never past MERGE_MAX: a merge's temporaries are
+        # a few times its size, and a handful of large runs costs one binary search each
+        while self._runs and len(self._runs[-1][0]) <= len(run[0]) and (
+                len(self._runs[-1][0]) + len(run[0]) <= MERGE_MAX):
             a = self._runs.pop()
             c1, c2, cl = (np.concatenate([a[k], run[k]]) for k in range(3))
             o = np.lexsort((c2, c1))

@@ -73,7 +73,7 @@ class ScopeGroups:
         spill_dir: where the spill files go (default: a temporary directory).
     """
 
-    def __init__(self, *, memory_bytes: int = 256 << 20, partitions: int = 64, spill_dir: str | None = None) -> None:
+    def __init__(self, *, memory_bytes: int = 256 << 20, partitions: int = 256, spill_dir: str | None = None) -> None:
         self.memory_bytes, self.partitions = memory_bytes, partitions
         self._spill_parent = spill_dir
         self._held: list[pa.Table] = []

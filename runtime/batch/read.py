@@ -23,7 +23,7 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import IO, Any, Literal
 
 import numpy as np
 import pyarrow as pa
@@ -100,7 +100,7 @@ def plan_chunks(path: str | Path, *, target_bytes: int = 16 << 20) -> Iterator[C
     """
     p = dumps.check_dump(path)
     if _is_parquet(p):
-        _, pq = dumps._pyarrow()
+        _, pq = dumps.pyarrow_modules()
         md = pq.ParquetFile(p).metadata
         line = 1
         for g in range(md.num_row_groups):
@@ -109,26 +109,28 @@ def plan_chunks(path: str | Path, *, target_bytes: int = 16 << 20) -> Iterator[C
         return
     line = 1
     if _compressed(p):
-        with dumps._open_jsonl(p) as fh:
-            while True:
-                block = fh.read(target_bytes)
-                if not block:
-                    return
-                if not block.endswith(b"\n"):
-                    block += fh.readline()
+        with dumps.open_jsonl(p) as fh:
+            for block in _line_blocks(fh, target_bytes):
                 yield Chunk(str(p), "jsonl", line, data=block)
                 line += block.count(b"\n")
+        return
     with open(p, "rb") as fh:
         pos = 0
-        while True:
-            block = fh.read(target_bytes)
-            if not block:
-                return
-            if not block.endswith(b"\n"):
-                block += fh.readline()
+        for block in _line_blocks(fh, target_bytes):
             yield Chunk(str(p), "jsonl", line, pos, pos + len(block))
             line += block.count(b"\n")
             pos += len(block)
+
+
+def _line_blocks(fh: IO[bytes], target_bytes: int) -> Iterator[bytes]:
+    """About ``target_bytes`` at a time, each block ending at a line end."""
+    while True:
+        block = fh.read(target_bytes)
+        if not block:
+            return
+        if not block.endswith(b"\n"):
+            block += fh.readline()
+        yield block
 
 
 def read_chunk(chunk: Chunk, dim: int) -> ChunkResult:
@@ -198,7 +200,7 @@ PARQUET_BATCH = 16_384
 
 
 def _read_parquet(chunk: Chunk, dim: int) -> ChunkResult:
-    _, pq = dumps._pyarrow()
+    _, pq = dumps.pyarrow_modules()
     f = pq.ParquetFile(chunk.path)
     groups = list(range(chunk.start, chunk.stop))
     if "record" in f.schema_arrow.names:
@@ -226,7 +228,7 @@ def _read_columns(t: pa.Table, first_line: int, dim: int) -> ChunkResult:
         line = first_line + k
         try:
             body = {c: v for c, v in row.items() if v is not None and c != "encoder_id"}
-            dumps._decode_attributes(body, loads)
+            dumps.decode_attributes(body, loads)
             rec, vec = dumps.parse_row(body)
         except (*decode_errors, *_ROW_ERRORS) as e:
             raw = {c: v for c, v in row.items() if c != "embedding"}

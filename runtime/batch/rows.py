@@ -22,7 +22,7 @@ import time
 from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import numpy as np
 
@@ -32,33 +32,12 @@ from ..record.memir import MemIR, utcnow
 from ..retention.plan import RetentionPlan, recent_context, scoring_context
 from ..store.dumps import count_records, iter_dump
 from .config import ScoreConfig, duplicate_text, error_text, make_embedder, scope_failure_text
+from .quarantine import Quarantine
 
 __all__ = ["score_rows"]
 
 
-class _Quarantine:
-    """Rejected rows, written to a temporary file and kept only if there are any."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        self.fh: IO[str] = open(self.tmp, "w", encoding="utf-8")
-        self.count = 0
-
-    def add(self, line: int, error: str, raw: Any) -> None:
-        text = raw if isinstance(raw, str) or raw is None else json.dumps(raw, default=str)
-        self.fh.write(json.dumps({"line": line, "error": error, "record": text}) + "\n")
-        self.count += 1
-
-    def close(self, keep: bool) -> None:
-        self.fh.close()
-        if keep and self.count:
-            self.tmp.replace(self.path)
-        else:
-            self.tmp.unlink(missing_ok=True)
-
-
-def _read(dump: Path, cfg: ScoreConfig, q: _Quarantine, bar: Any
+def _read(dump: Path, cfg: ScoreConfig, q: Quarantine, bar: Any
           ) -> tuple[dict[tuple[str, str], list[tuple[MemIR, np.ndarray | None, int]]], int]:
     groups: dict[tuple[str, str], list[tuple[MemIR, np.ndarray | None, int]]] = defaultdict(list)
     seen: dict[str, int] = {}
@@ -69,12 +48,12 @@ def _read(dump: Path, cfg: ScoreConfig, q: _Quarantine, bar: Any
         if bar is not None:
             bar.update(1)
         if err is not None:
-            q.add(line, error_text(err), item)
+            q.write([(line, error_text(err), item)], "")
             continue
         rec, vec = item
         first = seen.setdefault(rec.id, line)
         if first != line:
-            q.add(line, duplicate_text(rec.id, first), None)
+            q.write([(line, duplicate_text(rec.id, first), None)], "")
             continue
         groups[(rec.provenance.user_id, rec.provenance.agent_id)].append((rec, vec, line))
     return groups, n
@@ -96,7 +75,7 @@ def score_rows(dump: str | Path, out: str | Path, cfg: ScoreConfig, *, progress:
     plan = RetentionPlan(cfg.policy(scorer), scorer)
     now = cfg.now or utcnow()
     qpath = Path(cfg.quarantine) if cfg.quarantine else out.with_name(out.name + ".quarantine.jsonl")
-    quarantine = _Quarantine(qpath)
+    quarantine = Quarantine(qpath)
     tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     ok = keep_quarantine = False
     bar = None
@@ -147,7 +126,7 @@ def score_rows(dump: str | Path, out: str | Path, cfg: ScoreConfig, *, progress:
                     d = plan.decide(recs, vecs, ctx, user_id=user, agent_id=agent, trigger="memir score")
                 except InfeasibleError as e:  # one contradictory scope does not stop the dump
                     for _, _, line in items:
-                        quarantine.add(line, scope_failure_text(user, agent, e), None)
+                        quarantine.write([(line, scope_failure_text(user, agent, e), None)], "")
                     failed.append({"user_id": user, "agent_id": agent, "error": str(e)})
                     continue
                 t_score += time.perf_counter() - t1

@@ -23,25 +23,36 @@ scope. ``engine="rows"`` is the record-at-a-time reference path (:mod:`runtime.b
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import numpy as np
 
 from ..errors import MissingDependencyError, ValidationError, WorkerError
 from ..record.memir import utcnow
 from .config import ENGINES, ScoreConfig, duplicate_reason, make_embedder, scope_failure_text
+from .quarantine import Quarantine
 
 __all__ = ["ScoreConfig", "score_dump"]
 
 _AUTO_WORKERS_BYTES = 64 << 20
 BLOCK_ROWS = 16_384
 """Scopes are decided in blocks of about this many rows: one feature pass and one model call each."""  # below this a dump is read in-process (starting readers costs ~1 s)
+
+
+def _has_pyarrow() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("pyarrow") is not None
+
+
+def _is_parquet(p: Path) -> bool:
+    with open(p, "rb") as fh:
+        return p.suffix in (".parquet", ".pq") or fh.read(4) == b"PAR1"
 
 
 def _pyarrow_check() -> None:
@@ -63,34 +74,6 @@ def _paths(dumps: str | Path | Sequence[str | Path]) -> list[Path]:
             raise ValidationError(f"no dump at {p}" + (" (it is a directory)" if p.is_dir() else ""), field="dump")
         out.append(p)
     return out
-
-
-class Quarantine:
-    """Rejected rows, written to a temporary file in line order and kept only if there are any."""
-
-    def __init__(self, path: Path, *, with_file: bool = False) -> None:
-        self.path = path
-        self.tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        self.fh: IO[str] = open(self.tmp, "w", encoding="utf-8")
-        self.count = 0
-        self.duplicates = 0
-        self.with_file = with_file
-
-    def write(self, entries: list[tuple[int, str, str | None]], file: str) -> None:
-        """Write a chunk's entries ``(line, error, raw input or None)``, in line order."""
-        for line, error, raw in sorted(entries, key=lambda e: e[0]):
-            row: dict[str, Any] = {"line": line, "error": error, "record": raw}
-            if self.with_file:
-                row = {"file": file, **row}
-            self.fh.write(json.dumps(row) + "\n")
-        self.count += len(entries)
-
-    def close(self, keep: bool) -> None:
-        self.fh.close()
-        if keep and self.count:
-            self.tmp.replace(self.path)
-        else:
-            self.tmp.unlink(missing_ok=True)
 
 
 class OutputWriter:
@@ -210,6 +193,13 @@ def score_dump(dump: str | Path | Sequence[str | Path], out: str | Path, cfg: Sc
             raise ValidationError("--engine rows scores one dump at a time", field="dump")
         from .rows import score_rows
         return {**score_rows(paths[0], out, cfg, progress=progress), "engine": "rows"}
+    if engine == "local" and not _has_pyarrow():
+        if len(paths) == 1 and not _is_parquet(paths[0]):
+            # a lean install scores JSONL record by record rather than not at all, and says so
+            from .rows import score_rows
+            report = score_rows(paths[0], out, cfg, progress=progress)
+            return {**report, "engine": "rows", "note": "pyarrow is not installed, so the record-at-a-time "
+                    "engine ran: pip install 'memir-runtime[batch]' for the columnar one"}
     _pyarrow_check()
     if engine == "ray":
         from .ray_engine import score_with_ray

@@ -30,8 +30,8 @@ from pydantic import ValidationError as PydanticValidationError
 from ..errors import MissingDependencyError, NotFoundError, ValidationError
 from ..record.memir import MemIR
 
-__all__ = ["PARQUET_ROW_GROUP", "DumpRow", "check_dump", "count_records", "iter_dump", "memir_arrow_schema",
-           "memir_arrow_table", "write_dump"]
+__all__ = ["PARQUET_ROW_GROUP", "DumpRow", "check_dump", "count_records", "decode_attributes", "iter_dump",
+           "memir_arrow_schema", "memir_arrow_table", "open_jsonl", "parse_row", "pyarrow_modules", "write_dump"]
 
 DumpRow = tuple[int, Any, Exception | None]
 """``(line or row number, (record, vector) or the raw input, error or None)``."""
@@ -44,7 +44,7 @@ PARQUET_ROW_GROUP = 65_536
 
 def memir_arrow_schema() -> Any:
     """The Arrow schema of the MemIR column layout (Parquet dumps; see the module docstring)."""
-    pa, _ = _pyarrow()
+    pa, _ = pyarrow_modules()
     ts, s, ids = pa.timestamp("us", tz="UTC"), pa.string(), pa.list_(pa.string())
     return pa.schema([
         ("schema_version", pa.int64()), ("id", s), ("content", s), ("created_at", ts),
@@ -65,7 +65,7 @@ def memir_arrow_schema() -> Any:
 def memir_arrow_table(records: Sequence[MemIR], vectors: Sequence[np.ndarray | None],
                       encoder_ids: Sequence[str | None]) -> Any:
     """MemIR records (+ vectors and their encoder ids) as an Arrow table in the MemIR column layout."""
-    pa, _ = _pyarrow()
+    pa, _ = pyarrow_modules()
     rows = []
     for r, v, e in zip(records, vectors, encoder_ids, strict=True):
         d = r.model_dump()
@@ -77,7 +77,7 @@ def memir_arrow_table(records: Sequence[MemIR], vectors: Sequence[np.ndarray | N
     return pa.Table.from_pylist(rows, schema=memir_arrow_schema())
 
 
-def _decode_attributes(body: dict[str, Any], loads: Any) -> None:
+def decode_attributes(body: dict[str, Any], loads: Any) -> None:
     """The column layout keeps ``metadata.attributes`` as JSON text: decode it before validation."""
     md = body.get("metadata")
     if isinstance(md, dict):
@@ -88,7 +88,8 @@ def _decode_attributes(body: dict[str, Any], loads: Any) -> None:
             md["attributes"] = loads(a)
 
 
-def _pyarrow() -> tuple[Any, Any]:
+def pyarrow_modules() -> tuple[Any, Any]:
+    """``(pyarrow, pyarrow.parquet)``, or a typed error naming the extra to install."""
     try:
         import pyarrow as pa
         import pyarrow.parquet as pq
@@ -129,7 +130,7 @@ _ROW_ERRORS: tuple[type[Exception], ...] = (PydanticValidationError, ValidationE
 _GZIP, _ZSTD, _PAR1 = b"\x1f\x8b", b"\x28\xb5\x2f\xfd", b"PAR1"
 
 
-def _open_jsonl(p: Path) -> IO[bytes]:
+def open_jsonl(p: Path) -> IO[bytes]:
     """The dump's bytes, decompressed when it is gzip (any name) or zstd (with ``zstandard``)."""
     with open(p, "rb") as fh:
         head = fh.read(4)
@@ -156,7 +157,7 @@ def check_dump(path: str | Path) -> Path:
     with open(p, "rb") as fh:
         head = fh.read(4)
     if p.suffix in _PARQUET or head == _PAR1:
-        _, pq = _pyarrow()
+        _, pq = pyarrow_modules()
         try:
             pq.ParquetFile(p)
         except Exception as e:  # pyarrow's ArrowInvalid / OSError: not a readable Parquet file
@@ -171,10 +172,10 @@ def count_records(path: str | Path) -> int | None:
     with open(p, "rb") as fh:
         parquet = p.suffix in _PARQUET or fh.read(4) == _PAR1
     if parquet:
-        _, pq = _pyarrow()
+        _, pq = pyarrow_modules()
         return int(pq.ParquetFile(p).metadata.num_rows)
     n = 0
-    with _open_jsonl(p) as fh:
+    with open_jsonl(p) as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
             n += block.count(b"\n")
     return n
@@ -190,7 +191,7 @@ def iter_dump(path: str | Path, batch_size: int = 8192) -> Iterator[DumpRow]:
         yield from _iter_parquet(p, batch_size)
         return
     loads, decode_errors = _loads()
-    with _open_jsonl(p) as fh:
+    with open_jsonl(p) as fh:
         for line, raw in enumerate(fh, 1):
             if line == 1 and raw.startswith(b"\xef\xbb\xbf"):
                 raw = raw[3:]  # a UTF-8 byte-order mark is not part of the first record
@@ -203,7 +204,7 @@ def iter_dump(path: str | Path, batch_size: int = 8192) -> Iterator[DumpRow]:
 
 
 def _iter_parquet(p: Path, batch_size: int) -> Iterator[DumpRow]:
-    _, pq = _pyarrow()
+    _, pq = pyarrow_modules()
     loads, decode_errors = _loads()
     f = pq.ParquetFile(p)
     line = 0
@@ -223,7 +224,7 @@ def _iter_parquet(p: Path, batch_size: int) -> Iterator[DumpRow]:
                         raise ValidationError("the record column must hold a JSON object", field="record")
                 else:
                     body = {k: v for k, v in row.items() if v is not None and k != "encoder_id"}
-                    _decode_attributes(body, loads)
+                    decode_attributes(body, loads)
                 if vecs is not None and vecs[i] is not None:
                     body["embedding"] = vecs[i]
                 yield line, parse_row(body), None
@@ -255,7 +256,7 @@ def write_dump(rows: Sequence[tuple[MemIR, np.ndarray | None, str | None]], path
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     try:
         if target.suffix in _PARQUET:
-            pa, pq = _pyarrow()
+            pa, pq = pyarrow_modules()
             table = memir_arrow_table([r for r, _, _ in rows], [v for _, v, _ in rows], [e for _, _, e in rows])
             pq.write_table(table, tmp, row_group_size=PARQUET_ROW_GROUP)
         else:

@@ -13,9 +13,8 @@ process, a Ray task — so they decide the same way. It returns the output rows 
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -52,17 +51,10 @@ class Totals:
     archived: int = 0
     deleted: int = 0
     embedded: int = 0
-    seconds: dict[str, float] = field(default_factory=lambda: {"embed": 0.0, "decide": 0.0})
 
     def add(self, other: Totals) -> None:
         for k in ("scopes", "valid", "kept", "archived", "deleted", "embedded"):
             setattr(self, k, getattr(self, k) + getattr(other, k))
-        for k, v in other.seconds.items():
-            self.seconds[k] = self.seconds.get(k, 0.0) + v
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"scopes": self.scopes, "valid": self.valid, "kept": self.kept, "archived": self.archived,
-                "deleted": self.deleted, "embedded": self.embedded}
 
 
 def _round(x: float) -> float | None:
@@ -91,6 +83,23 @@ class ScopeDecider:
         self._embedder_factory: Callable[[], Any] | None = embedder
         self._embedder: Any = None
 
+    @classmethod
+    def for_config(cls, config: Any, now: datetime, *, threads: int = 1) -> ScopeDecider:
+        """The decider a :class:`~runtime.batch.ScoreConfig` describes: its model (default: the
+        shipped one), policy, context window, redundancy and encoder for records without vectors."""
+        from ..scoring.utility import UtilityScorer
+        from .config import make_embedder
+
+        scorer = UtilityScorer(config.model, threads=threads) if config.model else UtilityScorer(threads=threads)
+        return cls(RetentionPlan(config.policy(scorer), scorer), now=now, recent_window=config.recent_window,
+                   skip_redundancy=config.redundancy == "none", embedder=lambda: make_embedder(config.encoder),
+                   embed_batch=config.batch_size)
+
+    @property
+    def embedding_dim(self) -> int:
+        """The vector width the plan's model reads."""
+        return int(self.plan.scorer.spec.embedding_dim)  # type: ignore[attr-defined]
+
     def _embed(self, texts: list[str]) -> np.ndarray:
         if self._embedder is None:
             if self._embedder_factory is None:
@@ -99,37 +108,23 @@ class ScopeDecider:
         parts = [self._embedder.encode(texts[s:s + self.embed_batch]) for s in range(0, len(texts), self.embed_batch)]
         return np.concatenate(parts).astype(np.float32)
 
-    def decide(self, t: pa.Table, user_id: str, agent_id: str) -> tuple[pa.Table, Totals]:
-        """Decide one scope (``t`` holds exactly its rows, in dump order); returns the output rows
-        (:data:`OUTPUT_SCHEMA`, in ``t``'s order) and its counts.
-
-        Raises:
-            InfeasibleError: the scope's hard rules contradict each other.
-        """
-        out, tot, failed = self.decide_many([(user_id, agent_id, t)])
-        if failed:
-            raise failed[0][2]
-        return out, tot
-
     def decide_many(self, scopes: Sequence[tuple[str, str, pa.Table]]
                     ) -> tuple[pa.Table, Totals, list[tuple[str, str, InfeasibleError, pa.Table]]]:
         """Decide several scopes at once: their vectors, columns and utilities are computed in one
         pass (one model call), then each scope is planned and solved on its own. Each scope's
-        decision is the one :meth:`decide` gives it alone.
+        decision is the one it gets in a block of its own.
 
         Returns:
             ``(output rows of the decided scopes, counts, failed scopes)``; a failed scope is
             ``(user, agent, the InfeasibleError, its rows)``.
         """
         tot = Totals()
-        t0 = time.perf_counter()
         big = pa.concat_tables([t for _, _, t in scopes]) if len(scopes) > 1 else scopes[0][2]
         vecs, missing = vectors(big)
         if missing.any():
             idx = np.flatnonzero(missing)
             vecs[idx] = self._embed(big.column("content").take(pa.array(idx)).to_pylist())
         vecs /= np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
-        t1 = time.perf_counter()
         items = item_table(big)
         sessions = big.column("session_id").to_pylist()
         turn = (items.columns.flags & _PLACEHOLDER) == 0
@@ -179,5 +174,4 @@ class ScopeDecider:
             counts = {a["values"]: a["counts"] for a in pc.value_counts(out.column("action")).to_pylist()}
             tot.kept = counts.get("keep", 0) + counts.get("write", 0)
             tot.archived, tot.deleted = counts.get("archive", 0), counts.get("delete", 0)
-        tot.seconds = {"embed": t1 - t0, "decide": time.perf_counter() - t1}
         return out, tot, failed

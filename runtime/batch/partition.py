@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 
 from .table import KEY_COLUMNS
 
-__all__ = ["ScopeGroups", "scope_runs"]
+__all__ = ["ScopeGroups", "scope_buckets", "scope_runs"]
 
 
 def scope_runs(t: pa.Table) -> Iterator[tuple[str, str, pa.Table]]:
@@ -64,6 +64,16 @@ def _read_partition(path: Path) -> pa.Table:
         return ipc.open_file(src).read_all()
 
 
+def scope_buckets(t: pa.Table, buckets: int) -> np.ndarray:
+    """Each row's bucket in ``0..buckets-1`` by a stable hash of its (user, agent) scope: rows of
+    one scope always share a bucket (disk partitions here, Ray partitions in the Ray engine)."""
+    key = pc.binary_join_element_wise(t.column(KEY_COLUMNS[0]), t.column(KEY_COLUMNS[1]), "\x1f")
+    enc = pc.dictionary_encode(key).combine_chunks()
+    per_scope = np.array([int.from_bytes(hashlib.blake2b(s.encode(), digest_size=8).digest(), "little") % buckets
+                          for s in enc.dictionary.to_pylist()], dtype=np.int64)
+    return per_scope[np.asarray(enc.indices.to_numpy(zero_copy_only=False), dtype=np.int64)]
+
+
 class ScopeGroups:
     """Rows collected by scope: in memory while small, spilled to disk partitions past a budget.
 
@@ -80,7 +90,6 @@ class ScopeGroups:
         self._held_bytes = 0
         self._dir: Path | None = None
         self._writers: dict[int, Any] = {}
-        self._schema: pa.Schema | None = None
         self.spilled_rows = 0
 
     @property
@@ -92,7 +101,6 @@ class ScopeGroups:
         """Add rows (any scopes, in dump order)."""
         if t.num_rows == 0:
             return
-        self._schema = t.schema
         if self._dir is not None:
             self._spill(t)
             return
@@ -104,18 +112,11 @@ class ScopeGroups:
             for h in held:
                 self._spill(h)
 
-    def _partition_of(self, t: pa.Table) -> np.ndarray:
-        key = pc.binary_join_element_wise(t.column(KEY_COLUMNS[0]), t.column(KEY_COLUMNS[1]), "\x1f")
-        enc = pc.dictionary_encode(key).combine_chunks()
-        part = np.array([int.from_bytes(hashlib.blake2b(s.encode(), digest_size=8).digest(), "little")
-                         % self.partitions for s in enc.dictionary.to_pylist()], dtype=np.int64)
-        return part[np.asarray(enc.indices.to_numpy(zero_copy_only=False), dtype=np.int64)]
-
     def _spill(self, t: pa.Table) -> None:
         import pyarrow.ipc as ipc
 
         assert self._dir is not None
-        part = self._partition_of(t)
+        part = scope_buckets(t, self.partitions)
         for p in np.unique(part).tolist():
             w = self._writers.get(p)
             if w is None:

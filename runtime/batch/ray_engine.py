@@ -40,7 +40,7 @@ import pyarrow as pa
 
 from ..errors import MissingDependencyError, ValidationError
 from ..record.memir import utcnow
-from .config import ScoreConfig, duplicate_reason, make_embedder, scope_failure_text
+from .config import ScoreConfig, duplicate_reason, scope_failure_text
 
 __all__ = ["ScoreScopes", "read_dataset", "score_with_ray"]
 
@@ -73,15 +73,9 @@ class ScoreScopes:
 
     def __init__(self, config: ScoreConfig, now: datetime, quarantine_dir: str | None = None,
                  files: Sequence[str] | None = None) -> None:
-        from ..retention.plan import RetentionPlan
-        from ..scoring.utility import UtilityScorer
         from .decide import ScopeDecider
 
-        scorer = UtilityScorer(config.model) if config.model else UtilityScorer()
-        plan = RetentionPlan(config.policy(scorer), scorer)
-        self.decider = ScopeDecider(plan, now=now, recent_window=config.recent_window,
-                                    skip_redundancy=config.redundancy == "none",
-                                    embedder=lambda: make_embedder(config.encoder), embed_batch=config.batch_size)
+        self.decider = ScopeDecider.for_config(config, now)
         self.quarantine_dir, self.files = quarantine_dir, list(files or [])
 
     def __call__(self, batch: pa.Table) -> pa.Table:
@@ -143,13 +137,9 @@ class _ReadChunks:
 
 def _bucket(buckets: int) -> Any:
     def add(batch: pa.Table) -> pa.Table:
-        import pyarrow.compute as pc
+        from .partition import scope_buckets
 
-        key = pc.binary_join_element_wise(batch.column("user_id"), batch.column("agent_id"), "\x1f")
-        enc = pc.dictionary_encode(key).combine_chunks()
-        b = np.array([int.from_bytes(hashlib.blake2b(s.encode(), digest_size=8).digest(), "little") % buckets
-                      for s in enc.dictionary.to_pylist()], dtype=np.int32)
-        return batch.append_column("bucket", pa.array(b[np.asarray(enc.indices.to_numpy(zero_copy_only=False))]))
+        return batch.append_column("bucket", pa.array(scope_buckets(batch, buckets).astype(np.int32)))
     return add
 
 

@@ -19,7 +19,6 @@ How a row is validated depends on the layout, never the outcome:
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -81,17 +80,6 @@ class ChunkResult:
 _ROW_ERRORS: tuple[type[Exception], ...] = (PydanticValidationError, ValidationError, ValueError, TypeError)
 
 
-def _is_parquet(p: Path) -> bool:
-    with open(p, "rb") as fh:
-        return p.suffix in (".parquet", ".pq") or fh.read(4) == b"PAR1"
-
-
-def _compressed(p: Path) -> bool:
-    with open(p, "rb") as fh:
-        head = fh.read(4)
-    return head.startswith(b"\x1f\x8b") or head == b"\x28\xb5\x2f\xfd"
-
-
 def plan_chunks(path: str | Path, *, target_bytes: int = 16 << 20) -> Iterator[Chunk]:
     """Cut a dump into chunks (lazily: a huge JSONL file is scanned once, as chunks are taken).
 
@@ -99,7 +87,7 @@ def plan_chunks(path: str | Path, *, target_bytes: int = 16 << 20) -> Iterator[C
     (one per chunk; :data:`runtime.store.dumps.PARQUET_ROW_GROUP` rows when memir wrote the file).
     """
     p = dumps.check_dump(path)
-    if _is_parquet(p):
+    if dumps.is_parquet(p):
         _, pq = dumps.pyarrow_modules()
         md = pq.ParquetFile(p).metadata
         line = 1
@@ -108,7 +96,7 @@ def plan_chunks(path: str | Path, *, target_bytes: int = 16 << 20) -> Iterator[C
             line += md.row_group(g).num_rows
         return
     line = 1
-    if _compressed(p):
+    if dumps.is_compressed(p):
         with dumps.open_jsonl(p) as fh:
             for block in _line_blocks(fh, target_bytes):
                 yield Chunk(str(p), "jsonl", line, data=block)
@@ -189,12 +177,6 @@ def _read_jsonl(data: bytes, first_line: int, dim: int) -> ChunkResult:
     return ChunkResult(good.table(), rejects, rows, 0)
 
 
-def _check_vector(vec: np.ndarray) -> None:
-    s = float(np.abs(vec).sum()) if vec.ndim == 1 else float("nan")
-    if not (s > 0.0 and math.isfinite(s)):
-        raise ValidationError("embedding must be a non-zero finite vector", field="embedding")
-
-
 PARQUET_BATCH = 16_384
 """Rows validated at once within a row group: bounds the temporaries of the column checks."""
 
@@ -256,9 +238,8 @@ def _read_record_json(t: pa.Table, first_line: int, dim: int) -> ChunkResult:
                 body.pop("embedding", None)
                 body.pop("encoder_id", None)
                 rec = MemIR.model_validate(body)
-                v32 = np.asarray(v.values.to_numpy(zero_copy_only=False), dtype=np.float32)
-                _check_vector(v32)
-                vec: np.ndarray | None = v32
+                vec: np.ndarray | None = dumps.check_vector(
+                    np.asarray(v.values.to_numpy(zero_copy_only=False), dtype=np.float32))
             else:
                 rec, vec = dumps.parse_row(body)
         except (*decode_errors, *_ROW_ERRORS) as e:

@@ -34,7 +34,7 @@ import numpy as np
 
 from ..errors import MissingDependencyError, ValidationError, WorkerError
 from ..record.memir import utcnow
-from .config import ENGINES, ScoreConfig, duplicate_reason, make_embedder, scope_failure_text
+from .config import ENGINES, FILE_SHIFT, ScoreConfig, duplicate_reason, scope_failure_text
 from .quarantine import Quarantine
 
 __all__ = ["ScoreConfig", "score_dump"]
@@ -48,11 +48,6 @@ def _has_pyarrow() -> bool:
     import importlib.util
 
     return importlib.util.find_spec("pyarrow") is not None
-
-
-def _is_parquet(p: Path) -> bool:
-    with open(p, "rb") as fh:
-        return p.suffix in (".parquet", ".pq") or fh.read(4) == b"PAR1"
 
 
 def _pyarrow_check() -> None:
@@ -194,7 +189,9 @@ def score_dump(dump: str | Path | Sequence[str | Path], out: str | Path, cfg: Sc
         from .rows import score_rows
         return {**score_rows(paths[0], out, cfg, progress=progress), "engine": "rows"}
     if engine == "local" and not _has_pyarrow():
-        if len(paths) == 1 and not _is_parquet(paths[0]):
+        from ..store.dumps import is_parquet
+
+        if len(paths) == 1 and not is_parquet(paths[0]):
             # a lean install scores JSONL record by record rather than not at all, and says so
             from .rows import score_rows
             report = score_rows(paths[0], out, cfg, progress=progress)
@@ -210,11 +207,9 @@ def score_dump(dump: str | Path | Sequence[str | Path], out: str | Path, cfg: Sc
 def _score_local(paths: list[Path], out: Path, cfg: ScoreConfig, *, progress: bool) -> dict[str, Any]:
     import pyarrow as pa
 
-    from ..retention.plan import RetentionPlan
-    from ..scoring.utility import UtilityScorer
     from ..store.dumps import count_records
     from .decide import ScopeDecider, Totals
-    from .dedup import FILE_SHIFT, IdSeen
+    from .dedup import IdSeen
     from .partition import ScopeGroups
     from .read import plan_chunks
 
@@ -224,10 +219,8 @@ def _score_local(paths: list[Path], out: Path, cfg: ScoreConfig, *, progress: bo
             raise ValidationError(f"cannot write {target}: directory {str(target.parent)!r} does not exist",
                                   field="out")
     workers = _workers(cfg, paths)
-    scorer = UtilityScorer(cfg.model, threads=2) if cfg.model else UtilityScorer(threads=2)
-    plan = RetentionPlan(cfg.policy(scorer), scorer)
-    dim = scorer.spec.embedding_dim
-    now = cfg.now or utcnow()
+    decider = ScopeDecider.for_config(cfg, cfg.now or utcnow(), threads=2)
+    dim = decider.embedding_dim
     qpath = Path(cfg.quarantine) if cfg.quarantine else out.with_name(out.name + ".quarantine.jsonl")
     quarantine = Quarantine(qpath, with_file=len(paths) > 1)
     writer = OutputWriter(out)
@@ -270,9 +263,6 @@ def _score_local(paths: list[Path], out: Path, cfg: ScoreConfig, *, progress: bo
             bar.close()
             bar = None
         t_read = time.perf_counter() - t0
-        decider = ScopeDecider(plan, now=now, recent_window=cfg.recent_window,
-                               skip_redundancy=cfg.redundancy == "none",
-                               embedder=lambda: make_embedder(cfg.encoder), embed_batch=cfg.batch_size)
         if progress:
             from tqdm import tqdm
             bar = tqdm(desc="decide", unit="rec", total=n_rows - quarantine.count, mininterval=0.5)

@@ -24,7 +24,7 @@ from utilitynet.columns import DIALOG_ROLES, FLAGS, SENSITIVITIES, SOURCE_TYPES
 
 from ..record.memir import ID_PATTERN
 from ..store.dumps import memir_arrow_schema
-from .table import score_schema
+from .table import empty_table, score_schema
 
 __all__ = ["fast_rows"]
 
@@ -162,7 +162,7 @@ def fast_rows(batch: pa.RecordBatch | pa.Table, first_line: int, dim: int) -> tu
             have = c.type
             if not pa.types.is_struct(have) or {have.field(i).name for i in range(have.num_fields)} - set(
                     f.type.field(i).name for i in range(f.type.num_fields)):
-                return score_schema(dim).empty_table(), np.arange(n)  # unknown struct fields: MemIR's to judge
+                return empty_table(dim), np.arange(n)  # unknown struct fields: MemIR's to judge
             ok &= ~_is_null(c)
             for i in range(have.num_fields):
                 col[f"{f.name}.{have.field(i).name}"] = pc.struct_field(c, [i])
@@ -194,7 +194,7 @@ def fast_rows(batch: pa.RecordBatch | pa.Table, first_line: int, dim: int) -> tu
              for f in expected for ch in (f.type if pa.types.is_struct(f.type) else [f])}
     cols = {k: typed(k, w) for k, w in wants.items() if k not in ("embedding", "encoder_id")}
     if any(v is False for v in cols.values()):
-        return score_schema(dim).empty_table(), np.arange(n)
+        return empty_table(dim), np.arange(n)
 
     def need(key: str, check: Any, *, optional: bool = False, required: bool = False) -> None:
         nonlocal ok
@@ -246,7 +246,7 @@ def fast_rows(batch: pa.RecordBatch | pa.Table, first_line: int, dim: int) -> tu
     if emb is not None:
         if not (pa.types.is_list(emb.type) or pa.types.is_large_list(emb.type) or pa.types.is_fixed_size_list(
                 emb.type)) or not pa.types.is_floating(emb.type.value_type):
-            return score_schema(dim).empty_table(), np.arange(n)
+            return empty_table(dim), np.arange(n)
         emb = pc.cast(emb.combine_chunks(), pa.list_(pa.float32()))
         vec_ok, fixed = _vectors(emb, dim)
         ok &= vec_ok

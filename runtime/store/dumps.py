@@ -30,7 +30,7 @@ from pydantic import ValidationError as PydanticValidationError
 from ..errors import MissingDependencyError, NotFoundError, ValidationError
 from ..record.memir import MemIR
 
-__all__ = ["PARQUET_ROW_GROUP", "DumpRow", "check_dump", "count_records", "decode_attributes", "iter_dump",
+__all__ = ["PARQUET_ROW_GROUP", "DumpRow", "check_dump", "check_vector", "count_records", "decode_attributes", "is_compressed", "is_parquet", "iter_dump",
            "memir_arrow_schema", "memir_arrow_table", "open_jsonl", "parse_row", "pyarrow_modules", "write_dump"]
 
 DumpRow = tuple[int, Any, Exception | None]
@@ -114,14 +114,16 @@ def parse_row(obj: Any) -> tuple[MemIR, np.ndarray | None]:
     emb = obj.pop("embedding", None)
     obj.pop("encoder_id", None)
     rec = MemIR.model_validate(obj)
-    vec = None
-    if emb is not None:
-        vec = np.asarray(emb, dtype=np.float32)
-        # one reduction instead of isfinite+any: a NaN/inf makes the sum non-finite, all-zero makes it 0
-        s = float(np.abs(vec).sum()) if vec.ndim == 1 else float("nan")
-        if not (s > 0.0 and math.isfinite(s)):
-            raise ValidationError("embedding must be a non-zero finite vector", field="embedding")
-    return rec, vec
+    return rec, None if emb is None else check_vector(np.asarray(emb, dtype=np.float32))
+
+
+def check_vector(vec: np.ndarray) -> np.ndarray:
+    """``vec`` if it is a non-zero finite 1-d vector; else a typed error (a dump row's embedding)."""
+    # one reduction instead of isfinite+any: a NaN/inf makes the sum non-finite, all-zero makes it 0
+    s = float(np.abs(vec).sum()) if vec.ndim == 1 else float("nan")
+    if not (s > 0.0 and math.isfinite(s)):
+        raise ValidationError("embedding must be a non-zero finite vector", field="embedding")
+    return vec
 
 
 _ROW_ERRORS: tuple[type[Exception], ...] = (PydanticValidationError, ValidationError, ValueError, TypeError)
@@ -130,10 +132,26 @@ _ROW_ERRORS: tuple[type[Exception], ...] = (PydanticValidationError, ValidationE
 _GZIP, _ZSTD, _PAR1 = b"\x1f\x8b", b"\x28\xb5\x2f\xfd", b"PAR1"
 
 
+def _head(p: Path) -> bytes:
+    with open(p, "rb") as fh:
+        return fh.read(4)
+
+
+def is_parquet(path: str | Path) -> bool:
+    """Whether a dump is Parquet (by its ``.parquet``/``.pq`` name or its magic bytes)."""
+    p = Path(path)
+    return p.suffix in _PARQUET or _head(p) == _PAR1
+
+
+def is_compressed(path: str | Path) -> bool:
+    """Whether a JSONL dump is gzip- or zstd-compressed (by its magic bytes, whatever its name)."""
+    head = _head(Path(path))
+    return head.startswith(_GZIP) or head == _ZSTD
+
+
 def open_jsonl(p: Path) -> IO[bytes]:
     """The dump's bytes, decompressed when it is gzip (any name) or zstd (with ``zstandard``)."""
-    with open(p, "rb") as fh:
-        head = fh.read(4)
+    head = _head(p)
     if head.startswith(_GZIP):
         import gzip
         return gzip.open(p, "rb")  # type: ignore[return-value]
@@ -154,9 +172,7 @@ def check_dump(path: str | Path) -> Path:
         raise NotFoundError(f"no dump at {p}: check the path")
     if p.is_dir():
         raise ValidationError(f"{p} is a directory: give a JSONL or Parquet dump file", field="dump")
-    with open(p, "rb") as fh:
-        head = fh.read(4)
-    if p.suffix in _PARQUET or head == _PAR1:
+    if is_parquet(p):
         _, pq = pyarrow_modules()
         try:
             pq.ParquetFile(p)
@@ -169,9 +185,7 @@ def check_dump(path: str | Path) -> Path:
 def count_records(path: str | Path) -> int | None:
     """Rows of a dump (Parquet metadata; lines of the decompressed JSONL): a progress bar's total."""
     p = check_dump(path)
-    with open(p, "rb") as fh:
-        parquet = p.suffix in _PARQUET or fh.read(4) == _PAR1
-    if parquet:
+    if is_parquet(p):
         _, pq = pyarrow_modules()
         return int(pq.ParquetFile(p).metadata.num_rows)
     n = 0
@@ -185,9 +199,7 @@ def iter_dump(path: str | Path, batch_size: int = 8192) -> Iterator[DumpRow]:
     """Yield every record of a JSONL (plain, gzip or zstd) or Parquet dump, with its line (row)
     number and error. Raises (before yielding anything) if the file cannot be read as a dump."""
     p = check_dump(path)
-    with open(p, "rb") as fh:
-        parquet = p.suffix in _PARQUET or fh.read(4) == _PAR1
-    if parquet:
+    if is_parquet(p):
         yield from _iter_parquet(p, batch_size)
         return
     loads, decode_errors = _loads()

@@ -30,6 +30,8 @@ class StoreConfig:
         exact_search_max: PostgreSQL only: scopes with at most this many writes are searched
             exactly inside the filter; a larger scope gets an HNSW index of its own (built in the
             background) and is searched through it.
+        async_workers: threads behind the scopes' async methods (``awrite``, ``arecall``...): the
+            blocking work of concurrent coroutines runs on them, never on the event loop.
     """
 
     busy_timeout_ms: int = 5_000
@@ -40,6 +42,7 @@ class StoreConfig:
     scrub_wait_s: float = 30.0
     pool_size: int = 10
     exact_search_max: int = 20_000
+    async_workers: int = 4
 
     def __post_init__(self) -> None:
         problems = []
@@ -51,6 +54,8 @@ class StoreConfig:
             problems.append(("exact_search_max", "must be an int >= 0"))
         if not isinstance(self.pool_size, int) or self.pool_size < 1:
             problems.append(("pool_size", "must be an int >= 1"))
+        if not isinstance(self.async_workers, int) or not 1 <= self.async_workers <= 256:
+            problems.append(("async_workers", "must be an int in [1, 256]"))
         if self.candidate_pool < 1:
             problems.append(("candidate_pool", "must be >= 1"))
         if not isinstance(self.annotate, AssemblerConfig):

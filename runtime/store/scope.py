@@ -641,6 +641,71 @@ class Scope:
         decision_id = self._check_id(decision_id, "decision_id")
         return self.decision(decision_id)
 
+    # ------------------------------------------------------------------ async
+    # The same calls for async code (see :mod:`runtime.store.aio`): the blocking part of each runs on
+    # the store's thread pool, never on the event loop, and the texts of concurrent writes and
+    # recalls are embedded together, in one encoder call per turn of the loop.
+    async def awrite(self, content: str | MemIR | Assembly, *, embedding: Any = None,
+                     **fields: Unpack[WriteFields]) -> MemIR:
+        """:meth:`write`, awaitable; concurrent calls share encoder calls. Same errors."""
+        aio = self._store.aio
+        if embedding is None and isinstance(content, str):
+            embedding = await aio.batcher.encode(content, fields)
+        return await aio.run(self._write_one, content, embedding, dict(fields), "archive")
+
+    async def awrite_many(self, items: Iterable[str | MemIR | dict[str, Any]]) -> builtins.list[MemIR]:
+        """:meth:`write_many` (all-or-nothing), awaitable."""
+        return await self._store.aio.run(self.write_many, builtins.list(items))
+
+    async def aupdate(self, memory_id: str, content: str, *, history: History = "archive", embedding: Any = None,
+                      **fields: Unpack[WriteFields]) -> MemIR:
+        """:meth:`update`, awaitable; concurrent calls share encoder calls. Same errors."""
+        aio = self._store.aio
+        if embedding is None and isinstance(content, str):
+            embedding = await aio.batcher.encode(content, fields)
+        return await aio.run(self.update, memory_id, content, history=history, embedding=embedding, **fields)
+
+    async def arecall(self, query: str | np.ndarray, k: int = 5, *, context: RoleContext | None = None,
+                      now: datetime | None = None, explain: bool = False, update_usage: bool = True,
+                      candidates: int | None = None, **filters: Unpack[FilterFields]) -> builtins.list[Hit]:
+        """:meth:`recall`, awaitable; the queries of concurrent recalls share encoder calls."""
+        aio = self._store.aio
+        if isinstance(query, str) and query.strip() and not explain:  # an explained recall logs its text
+            query = await aio.batcher.encode(query)
+        return await aio.run(self.recall, query, k, context=context, now=now, explain=explain,
+                             update_usage=update_usage, candidates=candidates, **filters)
+
+    async def aget(self, memory_id: str) -> MemIR:
+        """:meth:`get`, awaitable."""
+        return await self._store.aio.run(self.get, memory_id)
+
+    async def alist(self, *, limit: int | None = None, now: datetime | None = None,
+                    **filters: Unpack[FilterFields]) -> builtins.list[MemIR]:
+        """:meth:`list`, awaitable."""
+        return await self._store.aio.run(self.list, limit=limit, now=now, **filters)
+
+    async def ahistory(self, memory_id: str) -> builtins.list[Version]:
+        """:meth:`history`, awaitable."""
+        return await self._store.aio.run(self.history, memory_id)
+
+    async def aforget(self, memory_id: str, *, cascade: Literal["redact", "delete"] = "redact",
+                      reason: str = "forgotten", scrub: bool = True, include_versions: bool = True) -> ForgetReport:
+        """:meth:`forget`, awaitable (the WAL scrub waits on a pool thread, not on the loop)."""
+        return await self._store.aio.run(self.forget, memory_id, cascade=cascade, reason=reason, scrub=scrub,
+                                         include_versions=include_versions)
+
+    async def aretain(self, capacity: int | CapacityFn | None = None, **kwargs: Any) -> RetentionDecision:
+        """:meth:`retain` (same keyword arguments), awaitable: the solve runs on a pool thread."""
+        return await self._store.aio.run(self.retain, capacity, **kwargs)
+
+    async def aexplain(self, memory_id: str) -> MemoryExplanation:
+        """:meth:`explain`, awaitable."""
+        return await self._store.aio.run(self.explain, memory_id)
+
+    async def aend_session(self, *, now: datetime | None = None) -> RetentionDecision | None:
+        """:meth:`end_session`, awaitable."""
+        return await self._store.aio.run(self.end_session, now=now)
+
     # ------------------------------------------------------------------ export
     def export_rows(self) -> builtins.list[tuple[MemIR, np.ndarray | None, str | None]]:
         """Every record of the scope (all tiers, expired included) with its stored vector and the id

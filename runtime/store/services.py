@@ -19,6 +19,7 @@ from .live import LiveContext
 
 if TYPE_CHECKING:
     from ..scoring.protocol import Scorer
+    from .aio import AsyncRunner
 
 __all__ = ["StoreServices"]
 
@@ -38,6 +39,7 @@ class StoreServices:
         self._assembler: ContextAssembler | None = None
         self._scorer: Scorer | None = None
         self._live: dict[tuple[str, str], LiveContext] = {}
+        self._aio: AsyncRunner | None = None
         self._lock = threading.Lock()
 
     @property
@@ -72,6 +74,22 @@ class StoreServices:
                 from ..scoring.utility import UtilityScorer
                 self._scorer = UtilityScorer()
             return self._scorer
+
+    @property
+    def aio(self) -> AsyncRunner:
+        """The thread pool and encode batcher behind the scopes' async methods (made on first use)."""
+        with self._lock:
+            if self._aio is None:
+                from .aio import AsyncRunner
+                self._aio = AsyncRunner(lambda: self.embedder, self.builder, self.config.async_workers)
+            return self._aio
+
+    def close(self) -> None:
+        """Stop the async thread pool (calls already running finish first). Idempotent."""
+        with self._lock:
+            aio, self._aio = self._aio, None
+        if aio is not None:
+            aio.close()
 
     def live(self, user_id: str, agent_id: str) -> LiveContext:
         """The in-process live context of a scope (shared by every ``Scope`` object of it)."""

@@ -102,7 +102,8 @@ class MemoryStore:
         return self._db.path
 
     def close(self) -> None:
-        """Checkpoint the WAL and close the file. Idempotent."""
+        """Finish running async calls, checkpoint the WAL and close the file. Idempotent."""
+        self._services.close()
         self._db.close()
 
     def __enter__(self) -> MemoryStore:
@@ -158,6 +159,10 @@ class MemoryStore:
     def scrub(self) -> None:
         """Push deleted content out of the WAL and the free pages (checkpoint, vacuum, truncate)."""
         self._db.scrub(self.config.scrub_wait_s)
+
+    async def ascrub(self) -> None:
+        """:meth:`scrub`, awaitable (it runs on the store's async thread pool)."""
+        await self._services.aio.run(self.scrub)
 
     def checkpoint(self) -> None:
         """Copy committed pages from the WAL into the main file and truncate the WAL."""

@@ -1,0 +1,167 @@
+"""Async execution for a store: blocking work off the event loop, concurrent encodes batched.
+
+An ``await scope.awrite(...)`` never blocks the event loop on the store. The loop does no work of
+its own: each call hands its blocking part — the record builder, the SQL statements, the retention
+solve — to the store's thread pool, and the encoder runs there too. What makes many concurrent
+coroutines faster than the same calls made one after another is the :class:`EncodeBatcher`: every
+text submitted in the same turn of the loop (a hundred ``awrite`` started by ``asyncio.gather``)
+is embedded in *one* encoder call, while the next turn's texts queue behind it. The writes
+themselves stay one transaction each, in the order their vectors arrive, so their semantics are
+exactly those of :meth:`Scope.write`: a bad item fails alone.
+
+Both backends work this way. SQLite statements run on the pool's threads (the connection is
+serialised by the store's lock); on PostgreSQL each thread takes a pooled connection, so the
+statements of concurrent calls really overlap.
+
+Example:
+    >>> async def main(scope):                                             # doctest: +SKIP
+    ...     await asyncio.gather(*(scope.awrite(f"note {i}") for i in range(100)))
+    ...     return await scope.arecall("note 7", k=3)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import weakref
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any, ParamSpec, TypeVar
+
+import numpy as np
+
+from ..encoders.base import Embedder
+from ..record.builder import RecordBuilder
+
+__all__ = ["AsyncRunner", "EncodeBatcher"]
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+@dataclass
+class _Pending:
+    """Texts submitted in one turn of one event loop, waiting for one encoder call."""
+
+    items: list[tuple[str, Mapping[str, Any] | None, asyncio.Future[np.ndarray]]] = field(default_factory=list)
+    scheduled: bool = False
+
+
+class EncodeBatcher:
+    """Collects the texts concurrent coroutines want embedded and encodes them together.
+
+    A text is either embedded as given (a recall query), or — when the write fields come with it —
+    first drafted by the record builder (validated and redacted), so the vector is of exactly the
+    text :meth:`Scope.write` will store. An item that fails its draft fails alone.
+
+    Args:
+        embedder: returns the store's encoder (loaded on first use).
+        builder: the store's record builder.
+        run: runs a blocking function on the store's thread pool.
+        max_batch: the most texts in one encoder call.
+    """
+
+    def __init__(self, embedder: Callable[[], Embedder], builder: RecordBuilder,
+                 run: Callable[..., asyncio.Future[Any]], max_batch: int = 128) -> None:
+        self._embedder = embedder
+        self._builder = builder
+        self._run = run
+        self.max_batch = max_batch
+        self._pending: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Pending] = weakref.WeakKeyDictionary()
+        self._lock = threading.Lock()
+        self.calls = 0  # encoder calls made (for tests and benchmarks)
+
+    async def encode(self, text: str, fields: Mapping[str, Any] | None = None) -> np.ndarray:
+        """The unit vector of ``text`` (of its drafted, redacted form when ``fields`` is given).
+
+        Raises:
+            ValidationError / ContentTooLargeError: the draft refused the text (this item only).
+        """
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[np.ndarray] = loop.create_future()
+        with self._lock:
+            batch = self._pending.get(loop)
+            if batch is None:
+                batch = self._pending[loop] = _Pending()
+            batch.items.append((text, fields, fut))
+            schedule = not batch.scheduled
+            batch.scheduled = True
+        if schedule:  # after every coroutine already runnable in this turn has submitted its text
+            loop.call_soon(self._flush, loop)
+        return await fut
+
+    def _flush(self, loop: asyncio.AbstractEventLoop) -> None:
+        with self._lock:
+            batch = self._pending.pop(loop, None)
+        if batch is None:
+            return
+        items = batch.items
+        for start in range(0, len(items), self.max_batch):
+            chunk = items[start:start + self.max_batch]
+            done = self._run(self._encode_chunk, [(t, f) for t, f, _ in chunk])
+            done.add_done_callback(partial(_deliver, futures=[f for _, _, f in chunk]))
+
+    def _encode_chunk(self, items: list[tuple[str, Mapping[str, Any] | None]]) -> list[np.ndarray | Exception]:
+        """On a pool thread: draft the texts that come with fields, then one encoder call."""
+        out: list[np.ndarray | Exception] = []
+        texts: list[str] = []
+        where: list[int] = []
+        for i, (text, fields) in enumerate(items):
+            try:
+                texts.append(text if fields is None else self._builder.draft(text, fields).text)
+                where.append(i)
+                out.append(np.empty(0, dtype=np.float32))
+            except Exception as e:  # noqa: BLE001 — this item's error goes back to its own coroutine
+                out.append(e)
+        if texts:
+            self.calls += 1
+            vecs = np.asarray(self._embedder().encode(texts), dtype=np.float32)
+            for i, v in zip(where, vecs):
+                out[i] = v
+        return out
+
+
+def _deliver(done: asyncio.Future[list[np.ndarray | Exception]], futures: list[asyncio.Future[np.ndarray]]) -> None:
+    """Hand each coroutine its own vector or error (the encoder failing fails the whole chunk)."""
+    try:
+        results = done.result()
+    except BaseException as e:  # noqa: BLE001 — propagate to every waiter, never lose it
+        for f in futures:
+            if not f.done():
+                f.set_exception(e)
+        return
+    for f, r in zip(futures, results):
+        if f.done():  # the waiting coroutine was cancelled
+            continue
+        if isinstance(r, Exception):
+            f.set_exception(r)
+        else:
+            f.set_result(r)
+
+
+class AsyncRunner:
+    """The store's thread pool for async calls, and its encode batcher. Made on first async use.
+
+    Args:
+        embedder: returns the store's encoder.
+        builder: the store's record builder.
+        workers: pool threads (``StoreConfig.async_workers``).
+    """
+
+    def __init__(self, embedder: Callable[[], Embedder], builder: RecordBuilder, workers: int) -> None:
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="memir-async")
+        self.batcher = EncodeBatcher(embedder, builder, self._submit)
+
+    def _submit(self, fn: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
+        return asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
+
+    async def run(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        """Run ``fn(*args, **kwargs)`` on the pool and await its result (the loop stays free)."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._pool, lambda: fn(*args, **kwargs))
+
+    def close(self) -> None:
+        """Finish the calls already running, then stop the threads."""
+        self._pool.shutdown(wait=True, cancel_futures=True)

@@ -54,3 +54,23 @@ def test_readme_batch_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     exec(compile(code.group(1), "README.md", "exec"), {"__name__": "readme"})
     assert capsys.readouterr().out.strip() == "50 20 0"
     assert (tmp_path / "scored.parquet").exists() and not (tmp_path / "scored.parquet.quarantine.jsonl").exists()
+
+
+def test_readme_async_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                   capsys: pytest.CaptureFixture[str]) -> None:
+    _needs_encoder()
+    code = re.search(r"```python async\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
+    assert code is not None, "README lost its async example"
+    monkeypatch.chdir(tmp_path)
+    exec(compile(code.group(1), "README.md", "exec"), {"__name__": "readme"})
+    assert capsys.readouterr().out.strip() == "Ticket 12: refund for order 8812"
+
+
+def test_readme_mem0_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                  capsys: pytest.CaptureFixture[str]) -> None:
+    _needs_encoder()
+    code = re.search(r"```python mem0\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
+    assert code is not None, "README lost its mem0 example"
+    monkeypatch.chdir(tmp_path)
+    exec(compile(code.group(1), "README.md", "exec"), {"__name__": "readme"})
+    assert capsys.readouterr().out.strip() == "Vegetarian; allergic to peanuts and cashews ['ADD', 'UPDATE']"

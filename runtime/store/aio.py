@@ -9,6 +9,9 @@ is embedded in *one* encoder call, while the next turn's texts queue behind it. 
 themselves stay one transaction each, in the order their vectors arrive, so their semantics are
 exactly those of :meth:`Scope.write`: a bad item fails alone.
 
+Cancelling a coroutine before its blocking part starts means nothing happens; once that part runs
+on a thread it completes (a write is then stored, exactly as if the caller had waited).
+
 Both backends work this way. SQLite statements run on the pool's threads (the connection is
 serialised by the store's lock); on PostgreSQL each thread takes a pooled connection, so the
 statements of concurrent calls really overlap.

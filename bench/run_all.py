@@ -12,6 +12,7 @@ BENCHES = [
     ("encoder", ["bench/bench_encoder.py"]),
     ("scorer", ["bench/bench_scorer.py"]),
     ("batch scoring", ["bench/bench_batch.py"]),
+    ("integrations", ["bench/bench_integrations.py"]),
 ]
 
 

@@ -74,3 +74,15 @@ def test_readme_mem0_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     monkeypatch.chdir(tmp_path)
     exec(compile(code.group(1), "README.md", "exec"), {"__name__": "readme"})
     assert capsys.readouterr().out.strip() == "Vegetarian; allergic to peanuts and cashews ['ADD', 'UPDATE']"
+
+
+def test_readme_langgraph_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    _needs_encoder()
+    code = re.search(r"```python langgraph\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
+    assert code is not None, "README lost its LangGraph example"
+    monkeypatch.chdir(tmp_path)
+    exec(compile(code.group(1), "README.md", "exec"), {"__name__": "readme"})
+    assert capsys.readouterr().out.splitlines() == [
+        "seat -> Alice now prefers window seats", "['diet']", "archive Alice prefers aisle seats",
+        "[('bob', 'assistant', 'prefs')]"]

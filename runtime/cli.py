@@ -367,13 +367,8 @@ def cmd_mcp_serve(a: argparse.Namespace) -> int:
     if a.tokens is not None and not Path(a.tokens).is_file():
         raise CliError("missing", f"no tokens file at {a.tokens}",
                        'check the path (JSON: {"<token>": {"user_id": "alice", "agent_id": "default"}})')
-    try:
-        from .integrations.mcp_server import MemirMCPServer, Tenant, bind, load_tokens
-    except ModuleNotFoundError as e:
-        if (e.name or "").split(".")[0] not in ("mcp", "mcp_types", "uvicorn", "starlette", "anyio"):
-            raise
-        raise MissingDependencyError(f"`memir mcp serve` needs the MCP SDK ({e.name} is missing): "
-                                     "pip install 'memir-runtime[integrations]'") from None
+    # MissingDependencyError (exit 6, naming the `integrations` extra) without the MCP SDK
+    from .integrations.mcp_server import MemirMCPServer, Tenant, bind, load_tokens
     tokens = load_tokens(a.tokens) if a.tokens is not None else None
     if a.user is not None:
         Tenant(a.user, a.agent)  # a bad id fails before a store is opened (or created)

@@ -107,27 +107,33 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
-from langgraph.store.base import (
-    BaseStore,
-    GetOp,
-    IndexConfig,
-    InvalidNamespaceError,
-    Item,
-    ListNamespacesOp,
-    MatchCondition,
-    Op,
-    PutOp,
-    Result,
-    SearchItem,
-    SearchOp,
-    TTLConfig,
-    get_text_at_path,
-    tokenize_path,
-    validate_op_namespace,
-)
+from ..errors import MissingDependencyError, ValidationError
+from ..install import pip_extra
+
+try:
+    from langgraph.store.base import (
+        BaseStore,
+        GetOp,
+        IndexConfig,
+        InvalidNamespaceError,
+        Item,
+        ListNamespacesOp,
+        MatchCondition,
+        Op,
+        PutOp,
+        Result,
+        SearchItem,
+        SearchOp,
+        TTLConfig,
+        get_text_at_path,
+        tokenize_path,
+        validate_op_namespace,
+    )
+except ModuleNotFoundError as _missing:  # the framework lives in the `integrations` extra
+    raise MissingDependencyError(f"runtime.integrations.langgraph_store needs LangGraph ({_missing.name} is "
+                                 f"missing): {pip_extra('integrations')}") from None
 
 from ..encoders.base import Embedder
-from ..errors import ValidationError
 from ..record.fields import WriteFields, check_field_names
 from ..record.memir import ID_PATTERN, Flag, MemIR, Sensitivity, utcnow
 from ..retention.policy import RetentionPolicy

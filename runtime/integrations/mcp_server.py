@@ -44,18 +44,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import anyio
-import mcp.types as types
-from mcp.server.auth.middleware.auth_context import get_access_token
-from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
-from mcp.server.auth.provider import AccessToken
-from mcp.server.auth.settings import AuthSettings
-from mcp.server.context import ServerRequestContext
-from mcp.server.lowlevel import Server
-from mcp.server.stdio import stdio_server
-from mcp.shared.exceptions import MCPError
+from ..errors import MemirError, MissingDependencyError, ValidationError
+from ..install import pip_extra
 
-from ..errors import MemirError, ValidationError
+try:
+    import anyio
+    import mcp.types as types
+    from mcp.server.auth.middleware.auth_context import get_access_token
+    from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+    from mcp.server.auth.provider import AccessToken
+    from mcp.server.auth.settings import AuthSettings
+    from mcp.server.context import ServerRequestContext
+    from mcp.server.lowlevel import Server
+    from mcp.server.stdio import stdio_server
+    from mcp.shared.exceptions import MCPError
+except ModuleNotFoundError as _missing:  # the SDK lives in the `integrations` extra
+    raise MissingDependencyError(f"the memir MCP server needs the MCP SDK ({_missing.name} is missing): "
+                                 f"{pip_extra('integrations')}") from None
+
 from ..record.memir import ID_PATTERN
 from .tools import TOOLS, ToolSpec, acall_tool
 

@@ -143,6 +143,7 @@ def test_every_cli_subcommand_good_and_bad(lean: dict[str, Path]) -> None:
         ["score", str(work / "notes.txt"), "-o", str(work / "missing" / "o.jsonl")],
         ["reembed", str(work / "nope.sqlite")],
         ["encoder", "export", "--out", str(work / "x")],
+        ["mcp", "serve", str(db), "--user", user],  # the MCP SDK is in the `integrations` extra: named in one line
     ]
     for args in bad:
         before = listing(work)
@@ -151,3 +152,22 @@ def test_every_cli_subcommand_good_and_bad(lean: dict[str, Path]) -> None:
         assert r.stderr.count("\n") == 1 and r.stderr.startswith("memir: ") and "Traceback" not in r.stderr, \
             (args, r.stderr)
         assert listing(work) == before, f"{args} changed the directory"
+
+
+def test_the_facade_and_tool_schemas_need_no_extra(lean: dict[str, Path]) -> None:
+    """The mem0-style facade and the function-calling tools work on the lean wheel; the LangGraph
+    store names the extra it needs."""
+    if "encoder" not in lean:
+        pytest.skip("needs the encoder built by an earlier test")
+    work = lean["root"] / "facade"
+    work.mkdir()
+    env = env_for(lean, MEMIR_ENCODER_DIR=str(lean["encoder"]))
+    code = ("from runtime.integrations.mem0 import Memory\n"
+            "from runtime.integrations.tools import call_tool, openai_tools\n"
+            "m = Memory('m.sqlite', user_id='u1')\n"
+            "m.add('Prefers aisle seats')\n"
+            "hit = call_tool(m.scope(), 'recall', {'query': 'seat', 'k': 1})['hits'][0]['content']\n"
+            "print(len(openai_tools()), hit)\n")
+    assert run([str(lean["py"]), "-c", code], cwd=work, env=env).stdout.strip() == "6 Prefers aisle seats"
+    r = run([str(lean["py"]), "-c", "import runtime.integrations.langgraph_store"], cwd=work, env=env, check=False)
+    assert r.returncode != 0 and "MissingDependencyError" in r.stderr and "memir-runtime[integrations]" in r.stderr

@@ -45,44 +45,35 @@ def test_readme_fleet_example_runs_on_postgres(store_target, monkeypatch: pytest
     assert capsys.readouterr().out.strip() == "['The Orion offsite moved to 12 June']"
 
 
+def _run_block(tag: str, where: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> str:
+    """Execute the README's ```python <tag> block in ``where``; return what it printed."""
+    _needs_encoder()
+    code = re.search(rf"```python {tag}\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
+    assert code is not None, f"README lost its {tag} example"
+    monkeypatch.chdir(where)
+    exec(compile(code.group(1), "README.md", "exec"), {"__name__": "readme"})
+    return capsys.readouterr().out.strip()
+
+
 def test_readme_batch_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                    capsys: pytest.CaptureFixture[str]) -> None:
-    _needs_encoder()
-    code = re.search(r"```python batch\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
-    assert code is not None, "README lost its batch-scoring example"
-    monkeypatch.chdir(tmp_path)
-    exec(compile(code.group(1), "README.md", "exec"), {"__name__": "readme"})
-    assert capsys.readouterr().out.strip() == "50 20 0"
+    assert _run_block("batch", tmp_path, monkeypatch, capsys) == "50 20 0"
     assert (tmp_path / "scored.parquet").exists() and not (tmp_path / "scored.parquet.quarantine.jsonl").exists()
 
 
 def test_readme_async_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                    capsys: pytest.CaptureFixture[str]) -> None:
-    _needs_encoder()
-    code = re.search(r"```python async\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
-    assert code is not None, "README lost its async example"
-    monkeypatch.chdir(tmp_path)
-    exec(compile(code.group(1), "README.md", "exec"), {"__name__": "readme"})
-    assert capsys.readouterr().out.strip() == "Ticket 12: refund for order 8812"
+    assert _run_block("async", tmp_path, monkeypatch, capsys) == "Ticket 12: refund for order 8812"
 
 
 def test_readme_mem0_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                   capsys: pytest.CaptureFixture[str]) -> None:
-    _needs_encoder()
-    code = re.search(r"```python mem0\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
-    assert code is not None, "README lost its mem0 example"
-    monkeypatch.chdir(tmp_path)
-    exec(compile(code.group(1), "README.md", "exec"), {"__name__": "readme"})
-    assert capsys.readouterr().out.strip() == "Vegetarian; allergic to peanuts and cashews ['ADD', 'UPDATE']"
+    out = _run_block("mem0", tmp_path, monkeypatch, capsys)
+    assert out == "Vegetarian; allergic to peanuts and cashews ['ADD', 'UPDATE']"
 
 
 def test_readme_langgraph_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                        capsys: pytest.CaptureFixture[str]) -> None:
-    _needs_encoder()
-    code = re.search(r"```python langgraph\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
-    assert code is not None, "README lost its LangGraph example"
-    monkeypatch.chdir(tmp_path)
-    exec(compile(code.group(1), "README.md", "exec"), {"__name__": "readme"})
-    assert capsys.readouterr().out.splitlines() == [
+    assert _run_block("langgraph", tmp_path, monkeypatch, capsys).splitlines() == [
         "seat -> Alice now prefers window seats", "['diet']", "archive Alice prefers aisle seats",
         "[('bob', 'assistant', 'prefs')]"]

@@ -106,13 +106,19 @@ def _write_fields(metadata: Mapping[str, Any] | None, run_id: str | None) -> dic
     return fields
 
 
-def _split_filters(filters: Mapping[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(memir typed filters, metadata equalities)."""
+def _query(filters: Mapping[str, Any] | None, run_id: str | None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(memir typed filters, with the run as a session filter; metadata equalities)."""
     if filters is not None and not isinstance(filters, Mapping):
         raise ValidationError("filters must be a dict", field="filters")
     typed = {k: v for k, v in (filters or {}).items() if k in _FILTER_KEYS}
     meta = {k: v for k, v in (filters or {}).items() if k not in _FILTER_KEYS}
+    typed.update(_sessions(run_id))
     return typed, meta
+
+
+def _pool(limit: int, meta: Mapping[str, Any]) -> int:
+    """Raw candidates for a search: more when metadata equalities will drop some afterwards."""
+    return max(limit, 50) * (4 if meta else 1)
 
 
 def _sessions(run_id: str | None) -> dict[str, Any]:
@@ -145,6 +151,26 @@ def _hit(h: Hit, scope: Scope) -> dict[str, Any]:
     out["score"] = h.score.total
     out["score_breakdown"] = h.score.as_dict()
     return out
+
+
+def _added(recs: list[MemIR]) -> dict[str, Any]:
+    return {"results": [{"id": r.id, "memory": r.content, "event": "ADD"} for r in recs]}
+
+
+def _found(scope: Scope, hits: list[Hit], meta: Mapping[str, Any], threshold: float | None,
+           limit: int) -> dict[str, Any]:
+    keep = [h for h in hits if _matches(h.record, meta) and (threshold is None or h.score.total >= threshold)]
+    return {"results": [_hit(h, scope) for h in keep[:limit]]}
+
+
+def _listed(scope: Scope, recs: list[MemIR], meta: Mapping[str, Any], limit: int) -> dict[str, Any]:
+    return {"results": [_item(r, scope) for r in recs if _matches(r, meta)][:limit]}
+
+
+def _newest(scope: Scope, versions: list[Version]) -> dict[str, Any]:
+    """The newest version of a chain, ``updated_at`` set when there was a correction."""
+    newest = versions[-1].record
+    return _item(newest, scope, updated_at=newest.created_at.isoformat() if len(versions) > 1 else None)
 
 
 def _history(versions: list[Version]) -> list[dict[str, Any]]:
@@ -244,37 +270,28 @@ class Memory(_Base):
         """Store the messages (or the facts the extractor finds in them) all-or-nothing."""
         scope = self.scope(user_id, agent_id)
         items = [{"content": c, **f} for c, f in self._to_write(messages, metadata, infer, run_id)]
-        recs = scope.write_many(items)
-        return {"results": [{"id": r.id, "memory": r.content, "event": "ADD"} for r in recs]}
+        return _added(scope.write_many(items))
 
     def search(self, query: str, *, user_id: str | None = None, agent_id: str | None = None,
                run_id: str | None = None, limit: int = 100, filters: Mapping[str, Any] | None = None,
                threshold: float | None = None) -> dict[str, Any]:
         """Recall inside the scope, with typed filters and metadata equalities (see module docstring)."""
         scope = self.scope(user_id, agent_id)
-        typed, meta = _split_filters(filters)
-        if run_id is not None:
-            typed["sessions"] = [run_id]
-        hits = scope.recall(query, k=limit, candidates=max(limit, 50) * (4 if meta else 1), **typed)
-        hits = [h for h in hits if _matches(h.record, meta) and (threshold is None or h.score.total >= threshold)]
-        return {"results": [_hit(h, scope) for h in hits[:limit]]}
+        typed, meta = _query(filters, run_id)
+        hits = scope.recall(query, k=limit, candidates=_pool(limit, meta), **typed)
+        return _found(scope, hits, meta, threshold, limit)
 
     def get_all(self, *, user_id: str | None = None, agent_id: str | None = None, run_id: str | None = None,
                 filters: Mapping[str, Any] | None = None, limit: int = 100) -> dict[str, Any]:
         """The scope's working memories (oldest first), filtered like :meth:`search`."""
         scope = self.scope(user_id, agent_id)
-        typed, meta = _split_filters(filters)
-        if run_id is not None:
-            typed["sessions"] = [run_id]
-        recs = [r for r in scope.list(limit=None if meta else limit, **typed) if _matches(r, meta)]
-        return {"results": [_item(r, scope) for r in recs[:limit]]}
+        typed, meta = _query(filters, run_id)
+        return _listed(scope, scope.list(limit=None if meta else limit, **typed), meta, limit)
 
     def get(self, memory_id: str, *, user_id: str | None = None, agent_id: str | None = None) -> dict[str, Any]:
         """The newest version of the memory ``memory_id`` belongs to (``NotFoundError`` otherwise)."""
         scope = self.scope(user_id, agent_id)
-        versions = scope.history(memory_id)
-        return _item(versions[-1].record, scope,
-                     updated_at=versions[-1].record.created_at.isoformat() if len(versions) > 1 else None)
+        return _newest(scope, scope.history(memory_id))
 
     def update(self, memory_id: str, data: str, *, user_id: str | None = None, agent_id: str | None = None
                ) -> dict[str, Any]:
@@ -324,38 +341,29 @@ class AsyncMemory(_Base):
         """See :meth:`Memory.add`."""
         scope = self.scope(user_id, agent_id)
         items = [{"content": c, **f} for c, f in self._to_write(messages, metadata, infer, run_id)]
-        recs = await scope.awrite_many(items)
-        return {"results": [{"id": r.id, "memory": r.content, "event": "ADD"} for r in recs]}
+        return _added(await scope.awrite_many(items))
 
     async def search(self, query: str, *, user_id: str | None = None, agent_id: str | None = None,
                      run_id: str | None = None, limit: int = 100, filters: Mapping[str, Any] | None = None,
                      threshold: float | None = None) -> dict[str, Any]:
         """See :meth:`Memory.search`."""
         scope = self.scope(user_id, agent_id)
-        typed, meta = _split_filters(filters)
-        if run_id is not None:
-            typed["sessions"] = [run_id]
-        hits = await scope.arecall(query, k=limit, candidates=max(limit, 50) * (4 if meta else 1), **typed)
-        hits = [h for h in hits if _matches(h.record, meta) and (threshold is None or h.score.total >= threshold)]
-        return {"results": [_hit(h, scope) for h in hits[:limit]]}
+        typed, meta = _query(filters, run_id)
+        hits = await scope.arecall(query, k=limit, candidates=_pool(limit, meta), **typed)
+        return _found(scope, hits, meta, threshold, limit)
 
     async def get_all(self, *, user_id: str | None = None, agent_id: str | None = None, run_id: str | None = None,
                       filters: Mapping[str, Any] | None = None, limit: int = 100) -> dict[str, Any]:
         """See :meth:`Memory.get_all`."""
         scope = self.scope(user_id, agent_id)
-        typed, meta = _split_filters(filters)
-        if run_id is not None:
-            typed["sessions"] = [run_id]
-        recs = [r for r in await scope.alist(limit=None if meta else limit, **typed) if _matches(r, meta)]
-        return {"results": [_item(r, scope) for r in recs[:limit]]}
+        typed, meta = _query(filters, run_id)
+        return _listed(scope, await scope.alist(limit=None if meta else limit, **typed), meta, limit)
 
     async def get(self, memory_id: str, *, user_id: str | None = None, agent_id: str | None = None
                   ) -> dict[str, Any]:
         """See :meth:`Memory.get`."""
         scope = self.scope(user_id, agent_id)
-        versions = await scope.ahistory(memory_id)
-        return _item(versions[-1].record, scope,
-                     updated_at=versions[-1].record.created_at.isoformat() if len(versions) > 1 else None)
+        return _newest(scope, await scope.ahistory(memory_id))
 
     async def update(self, memory_id: str, data: str, *, user_id: str | None = None, agent_id: str | None = None
                      ) -> dict[str, Any]:

@@ -12,6 +12,9 @@ Commands (``python -m train.evaluate COMMAND --help`` for each):
 - ``locomo-loo FILE``: leave-one-conversation-out fits of the utility model (research: CC BY-NC data).
 - ``synthetic``: held-out families of the simulator: question success, key-fact recall, stale answers,
   forget precision, constraint violations, update latency, cross-user leakage.
+- ``confusion``: a generated test set confusable across users, roles and sources; typed retrieval vs
+  one untyped pooled index: confusion rates, role consistency, citation accuracy, target recall@k,
+  rumour over spec (:mod:`train.eval.confusion`); writes ``OUT.json``, ``OUT.md`` and ``OUT.png``.
 - ``all``: what ``make eval`` runs; writes ``OUT.json``, a Markdown summary and PNG plots next to it.
 
 Examples:
@@ -133,6 +136,15 @@ def _parser() -> argparse.ArgumentParser:
     al.add_argument("--preset", default="default", help="train preset whose eval_sim/agent/encoder are used")
     al.add_argument("--locomo", nargs="*", default=[str(DEFAULT_LOCOMO)])
     al.add_argument("--model", default=None)
+    cf = sub.add_parser("confusion", help="typed vs untyped pooled retrieval on a confusable test set",
+                        description="Example: python -m train.evaluate confusion --out reports/confusion.json")
+    cf.add_argument("--users", type=int, default=60)
+    cf.add_argument("--topics-per-user", type=int, default=3)
+    cf.add_argument("--k", type=int, default=5)
+    cf.add_argument("--seed", type=int, default=0)
+    cf.add_argument("--encoder", choices=("onnx", "hash"), default="onnx",
+                    help="onnx = all-MiniLM-L6-v2 (the reported figures); hash = fast test double")
+    cf.add_argument("--out", default="reports/confusion.json")
     for p in (lm, cv, lo, loo, sy, al):
         p.add_argument("--no-progress", action="store_true", help="no progress bars")
     for p in (lm, lo, loo):
@@ -230,6 +242,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             payload = locomo_payload(runs, record)
             write_json(args.out, payload)
             print(locomo_table(payload["summary"]))
+        elif args.cmd == "confusion":
+            from .eval import confusion as cf
+            data = cf.generate(args.users, args.topics_per_user, seed=args.seed)
+            emb = embedder(args.encoder)
+            payload = cf.evaluate_confusion(data, emb, k=args.k)
+            payload.update(seed=args.seed, args=record, confusability=cf.near_duplicate_share(data, emb))
+            paths = cf.write_confusion_report(payload, args.out)
+            print(cf.confusion_table(payload))
+            print("wrote " + ", ".join(map(str, paths)), file=sys.stderr)
         elif args.cmd == "synthetic":
             res = evaluate_synthetic(args.episodes, args.capacities, args.policies, model=args.model,
                                      preset=args.preset, progress=progress)

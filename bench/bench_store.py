@@ -13,6 +13,8 @@ Prints, side by side in one run:
   session end, retention triggers) next to the bare ``write()`` in the same run, and next to the
   ``write()`` of the release before the runtime redesign (``--baseline-ref``, run from a temporary
   git worktree in a subprocess, interleaved round by round);
+- ``write()`` latency with write-time enrichment (tone, entity tags, corroboration; each alone and
+  all on) next to enrichment off, with the ONNX MiniLM encoder, in the same run (goal: <= 2x);
 - ``import runtime`` wall time in fresh interpreters (median of 5).
 
 Goals (issue 2): recall p50 ≤ 5 ms at 100k when the filters keep ≤ 10% of rows; ``import runtime``
@@ -280,6 +282,77 @@ def bench_write_context(tmp: Path, n: int, rounds: int, baseline_ref: str | None
     return lines
 
 
+# ---------------------------------------------------------------- write() with enrichment
+_ENRICH_TEMPLATES = (
+    ("Order #{o} arrived broken and I'm really annoyed", "direct_interaction", None),
+    ("Budget for project {p} is {k}k EUR", "direct_interaction", None),
+    ("The {p} project budget is {k},000 EUR", "external_ingest", "finance-wiki"),
+    ("Budget for project {p} is {k2}k EUR", "external_ingest", "slack"),
+    ("Thanks {n}, the refund for invoice {o} arrived, great service", "direct_interaction", None),
+    ("Please call me back about ticket TCK-{o}", "direct_interaction", None),
+    ("Our checkout is down and customers can't pay, we need help now", "direct_interaction", None),
+    ("The delivery for order {o} is scheduled for March {d}", "external_ingest", "carrier"),
+)
+_ENRICH_VARIANTS = ("off", "tone", "entities", "corroborate", "on")
+
+
+def _enrich_items(n: int) -> list[tuple[str, dict[str, Any]]]:
+    names, projects = ["Anna", "Jonas", "Priya", "Tom"], ["Orion", "Helios", "Atlas", "Vega", "Lyra"]
+    out = []
+    for i in range(n):
+        text, src, ent = _ENRICH_TEMPLATES[i % len(_ENRICH_TEMPLATES)]
+        text = text.format(o=8000 + i % 37, p=projects[i % 5], k=40 + i % 3, k2=55 + i % 3, n=names[i % 4],
+                           d=1 + i % 28)
+        out.append((text, {"source_type": src, **({"source_entity": ent} if ent else {})}))
+    return out
+
+
+def bench_write_enrich(tmp: Path, n: int, rounds: int) -> list[str]:
+    """``write()`` with tone, entities and corroboration on, each alone, and off, in one process,
+    round by round with the order rotated; the real encoder embeds each write (the agent's path),
+    then the same with precomputed vectors (the store's own cost: the strict comparison)."""
+    from runtime.annotate.enrich import EnrichConfig
+    try:
+        from runtime.encoders import load_default_embedder
+        enc = load_default_embedder()
+    except Exception as e:  # noqa: BLE001 — any failure only means "skip this section, and say why"
+        first = str(e).strip().splitlines()[0][:100] if str(e).strip() else ""
+        return [f"  skipped: needs the ONNX MiniLM encoder ({type(e).__name__}: {first})"]
+    items = _enrich_items(n)
+    vecs = enc.encode([t for t, _ in items])
+    configs = {v: StoreConfig(annotate=AssemblerConfig(enrich=EnrichConfig(
+        tone=v in ("tone", "on"), entities=v in ("entities", "on"), corroborate=v in ("corroborate", "on"))))
+        for v in _ENRICH_VARIANTS}
+    wall: dict[tuple[str, bool], list[float]] = {(v, p): [] for v in _ENRICH_VARIANTS for p in (False, True)}
+    cpu: dict[tuple[str, bool], list[float]] = {k: [] for k in wall}
+    links = 0
+    for r in range(rounds):
+        order = _ENRICH_VARIANTS[r % 5:] + _ENRICH_VARIANTS[:r % 5]
+        for pre in (False, True):
+            for v in order:
+                with MemoryStore.open(tmp / f"enrich-{v}-{pre}-{r}.sqlite", embedder=enc, config=configs[v]) as st:
+                    st.scope(user_id="warm").write("warm up: the encoder session and the tone prototypes")
+                    sc = st.scope(user_id="agent")
+                    for i, (text, kw) in enumerate(items):
+                        t, c = time.perf_counter(), time.process_time()
+                        rec = sc.write(text, embedding=vecs[i] if pre else None, **kw)
+                        cpu[v, pre].append(time.process_time() - c)
+                        wall[v, pre].append(time.perf_counter() - t)
+                        links += len(rec.metadata.related) if v == "on" else 0
+    lines = [f"  {n} writes x {rounds} rounds per variant, one scope each (support-chat lines, 3 sources), "
+             f"ONNX MiniLM; {links} links made with everything on"]
+    for pre, what in ((False, "the encoder embeds each write"), (True, "precomputed vectors")):
+        base_w, base_c = ms(wall["off", pre], 50), ms(cpu["off", pre], 50)
+        lines.append(f"  -- {what}")
+        for v in _ENRICH_VARIANTS:
+            w, c = ms(wall[v, pre], 50), ms(cpu[v, pre], 50)
+            lines.append(f"  write(), enrichment {v:<12} p50 {w:7.3f} ms  p90 {ms(wall[v, pre], 90):7.3f} ms  "
+                         f"CPU p50 {c:7.3f} ms   x{w / base_w:.2f} wall, x{c / base_c:.2f} CPU vs off")
+        ratio = ms(wall["on", pre], 50) / base_w
+        lines.append(f"  everything on / off: wall p50 {ratio:.2f}x   goal <= 2x: {'met' if ratio <= 2 else 'MISSED'}")
+    return lines
+
+
 # ---------------------------------------------------------------- recall
 def bench_one_scope(tmp: Path, rng: np.random.Generator, n: int, n_queries: int, k: int) -> tuple[list[str], dict]:
     corpus = Corpus.make(rng, n)
@@ -372,7 +445,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--baseline-ref", default="0591602",
                     help="git ref of the release whose write() is the baseline (default: the last commit "
                          "before the runtime redesign); '' to skip")
-    ap.add_argument("--only", choices=["writes", "write-context", "recall", "import"], default=None,
+    ap.add_argument("--only", choices=["writes", "write-context", "write-enrich", "recall", "import"], default=None,
                     help="run one section only")
     ap.add_argument("--backend", choices=["sqlite", "postgres"], default="sqlite",
                     help="postgres: SQLite and PostgreSQL + pgvector side by side (write throughput, recall "
@@ -405,6 +478,10 @@ def main(argv: list[str] | None = None) -> int:
             print("\n[write() latency with the agent's context]")
             for line in bench_write_context(tmp, 200 if args.quick else 400, 3 if args.quick else 12,
                                             args.baseline_ref or None):
+                print(line, flush=True)
+        if run("write-enrich"):
+            print("\n[write() latency with write-time enrichment: tone, entities, corroboration]")
+            for line in bench_write_enrich(tmp, 100 if args.quick else 300, 3 if args.quick else 5):
                 print(line, flush=True)
         if run("recall"):
             print("\n[recall latency: store = filter -> exact top-K -> SQL re-check -> re-rank -> records + usage "

@@ -29,8 +29,10 @@ Examples:
     memir snapshot agent.sqlite --user u42 -o u42.jsonl
     memir score dump.jsonl.gz -o scored.jsonl --capacity 1000
     memir reembed agent.sqlite
+    memir refresh agent.sqlite --user u42 --older-than 30 --dry-run
     memir encoder install
     memir mcp serve agent.sqlite --user u42          # the memory tools over MCP (stdio)
+    memir types discover agent.sqlite --user u42     # kinds of memories no label describes
 """
 
 from __future__ import annotations
@@ -393,7 +395,64 @@ def cmd_mcp_serve(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_types(a: argparse.Namespace) -> int:
+    # MissingDependencyError (exit 6, naming the `discovery` extra) without scikit-learn
+    from .annotate.discovery import apply_type, discover_types
+    params = {"min_cluster_size": a.min_cluster_size, "min_samples": a.min_samples, "min_coverage": a.min_coverage,
+              "min_lift": a.min_lift, "tier": a.tier}
+    with _store(a) as store:
+        scope = _scope(store, a)
+        report = discover_types(scope, **params)
+        if a.action == "discover":
+            shown = report.clusters if a.verbose else report.undescribed
+            lines = [f"{a.user}/{a.agent}: {report.n_memories} memories, {len(report.clusters)} clusters "
+                     f"({report.n_clustered} clustered), {len(report.undescribed)} not described by any sub_role, "
+                     f"source_type or tag"]
+            for c in shown:
+                label = (f"{c.best_label.kind}={c.best_label.value} covers {c.best_label.coverage:.0%}, lift "
+                         f"{c.best_label.lift:.1f}" if c.best_label else "no label with enough lift")
+                lines.append(f"  {c.id}  size {c.size}  description {c.description_score:.2f} ({label})"
+                             + ("" if c.described else "  UNDESCRIBED")
+                             + (f"  terms: {', '.join(c.terms)}" if c.terms else ""))
+                lines += [f"    - {x.content[:120]}" for x in c.exemplars]
+            if report.undescribed:
+                lines.append(f"  name one: memir types apply {redact_url(a.db)} --user {a.user} --cluster "
+                             f"{report.undescribed[0].id} --name NAME" + ("" if a.verbose else
+                                                                         "  (--verbose lists described ones too)"))
+            _emit(a, report.model_dump(mode="json"), lines)
+            return 0
+        cluster = report.cluster(a.cluster)  # NotFoundError (exit 5): data or parameters changed since listing
+        already = {r.id for r in scope.list(tags=[a.name], tier="any")} & set(cluster.member_ids)
+        if a.dry_run:
+            scope.tag([], [a.name])  # checks the name as a real run would; tags nothing
+            n = len(cluster.member_ids) - len(already)
+            head = "DRY RUN (nothing changed) — would tag"
+        else:
+            n = apply_type(scope, cluster, a.name)
+            head = "tagged"
+    _emit(a, {"cluster": cluster.id, "tag": a.name, "tagged": n, "size": cluster.size, "dry_run": a.dry_run,
+              "member_ids": cluster.member_ids},
+          [f"{head} {n} of the {cluster.size} memories of cluster {cluster.id} with {a.name!r}"
+           + (f" ({len(already)} already had it)" if already else "")])
+    return 0
+
+
 # ---------------------------------------------------------------------------------------------- parser
+
+def cmd_refresh(a: argparse.Namespace) -> int:
+    from .store.refresh import DEFAULT_REFRESH_WEIGHT
+    with _store(a) as store:
+        scope = _scope(store, a)
+        r = scope.refresh(older_than_days=a.older_than, weight=DEFAULT_REFRESH_WEIGHT if a.weight is None else a.weight,
+                          batch_size=a.batch_size, dry_run=a.dry_run)
+    head = "DRY RUN (nothing changed) — the real run would do this:\n" if r.dry_run else ""
+    lines = [f"{head}refreshed {len(r.refreshed)} memories of {a.user}/{a.agent} older than {a.older_than:g} days "
+             f"({r.marker}); {r.already} already refreshed, {r.no_session} without a session"]
+    if a.verbose:
+        lines += [f"  {mid}" for mid in r.refreshed]
+    _emit(a, {**r.summary(), "ids": r.refreshed}, lines)
+    return 0
+
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="memir", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -494,6 +553,20 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--batch-size", type=int, default=256, help="texts per encoder call (default 256)")
     sp.add_argument("--quiet", action="store_true", help="no progress bar")
 
+    sp = add("refresh", cmd_refresh, "re-encode one user's old memories with their session's context "
+             "(semantic refresh; a re-run skips what is already refreshed)",
+             "memir refresh agent.sqlite --user u42 --older-than 30 --weight 0.3 --dry-run")
+    db(sp)
+    who(sp, True)
+    sp.add_argument("--older-than", type=float, default=30.0, metavar="DAYS",
+                    help="only memories whose event time is older than this many days (default 30)")
+    sp.add_argument("--weight", type=float, default=None, metavar="W",
+                    help="weight of the session centroid: vector = normalize(embed(content) + W·centroid) "
+                         "(default 0.3)")
+    sp.add_argument("--batch-size", type=int, default=256, help="memories per transaction and encoder call "
+                                                                 "(default 256)")
+    sp.add_argument("--dry-run", action="store_true", help="report what would be re-encoded; write nothing")
+
     sp = add("migrate", cmd_migrate, "copy a store to another backend (SQLite <-> PostgreSQL), verified per scope",
              "memir migrate agent.sqlite postgresql://memir@db.internal/memir --create")
     sp.add_argument("src", help="the store to copy from: a file or a PostgreSQL URL")
@@ -543,6 +616,39 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--capacity", type=int, default=None, help="retention capacity for retain_now (e.g. "
                                                                "--capacity 200; default: no count limit)")
     sp.add_argument("--create", action="store_true", help="create an empty store if there is none at DB")
+
+    sp = add("types", None, "discover kinds of memories no sub_role, source_type or tag describes; tag one",
+             "memir types discover agent.sqlite --user u42")
+    types_sub = sp.add_subparsers(dest="types_cmd", required=True, metavar="ACTION",
+                                  help="discover: list clusters with exemplars; apply: tag a cluster's members")
+    for action, help_, example in (
+            ("discover", "cluster one user's memories by embedding (HDBSCAN); list the clusters no existing label "
+                         "describes, with a description score, exemplars and terms",
+             "memir types discover agent.sqlite --user u42 --min-cluster-size 5"),
+            ("apply", "tag the members of a discovered cluster, retroactively (discovery runs again with the same "
+                      "parameters to find the cluster id)",
+             "memir types apply agent.sqlite --user u42 --cluster t_3f2a9c0d1e2b --name warranty_claim --dry-run")):
+        sp = types_sub.add_parser(action, help=help_, parents=[common], description=f"{help_}\n\nexample:\n  {example}",
+                                  formatter_class=argparse.RawDescriptionHelpFormatter)
+        sp.set_defaults(fn=cmd_types, action=action)
+        db(sp)
+        who(sp, required=True)
+        sp.add_argument("--min-cluster-size", type=int, default=5, help="smallest cluster, in memories (default 5)")
+        sp.add_argument("--min-samples", type=int, default=None, help="HDBSCAN density parameter (default: "
+                                                                       "--min-cluster-size; lower = less noise)")
+        sp.add_argument("--min-coverage", type=float, default=0.6, help="a label describes a cluster when it covers at "
+                                                                        "least this share of it (default 0.6)")
+        sp.add_argument("--min-lift", type=float, default=2.0, help="... and is this many times more frequent in it "
+                                                                    "than in the whole scope (default 2.0)")
+        sp.add_argument("--tier", default="working", choices=["working", "archive", "any"],
+                        help="which memories are clustered (default working)")
+        if action == "apply":
+            sp.add_argument("--cluster", required=True, help="a cluster id listed by `memir types discover` "
+                                                             "(e.g. --cluster t_3f2a9c0d1e2b)")
+            sp.add_argument("--name", required=True, help="the tag to add to its members (e.g. --name "
+                                                          "warranty_claim)")
+            sp.add_argument("--dry-run", action="store_true", help="report how many memories would be tagged; "
+                                                                   "change nothing")
     return p
 
 

@@ -77,3 +77,23 @@ def test_readme_langgraph_example_runs(tmp_path: Path, monkeypatch: pytest.Monke
     assert _run_block("langgraph", tmp_path, monkeypatch, capsys).splitlines() == [
         "seat -> Alice now prefers window seats", "['diet']", "archive Alice prefers aisle seats",
         "[('bob', 'assistant', 'prefs')]"]
+
+
+def test_readme_recall_seeds_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    assert _run_block("recall-seeds", tmp_path, monkeypatch, capsys).splitlines() == [
+        "2 3 True", "3 0", "['archive', 'working', 'working']"]
+    assert b"hunter2" not in (tmp_path / "agent.sqlite").read_bytes()
+
+
+def test_readme_types_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                   capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("sklearn")
+    assert _run_block("types", tmp_path, monkeypatch, capsys).splitlines() == [
+        "12 ['warranty', 'arrives'] The printer is still under warranty, asked for a repair", "12 12"]
+
+
+def test_readme_enrich_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                    capsys: pytest.CaptureFixture[str]) -> None:
+    assert _run_block("enrich", tmp_path, monkeypatch, capsys).splitlines() == [
+        "0.895 True", "True frustrated ['order:8812']"]

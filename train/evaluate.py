@@ -16,6 +16,8 @@ Commands (``python -m train.evaluate COMMAND --help`` for each):
   one untyped pooled index: confusion rates, role consistency, citation accuracy, target recall@k,
   rumour over spec (:mod:`train.eval.confusion`); writes ``OUT.json``, ``OUT.md`` and ``OUT.png``.
 - ``all``: what ``make eval`` runs; writes ``OUT.json``, a Markdown summary and PNG plots next to it.
+- ``discovery``: type discovery on simulator episodes with a planted new category (warranty claims):
+  purity and recall of the undescribed clusters, a plot next to ``OUT`` (:mod:`train.eval.discovery`).
 
 Examples:
     python -m train.evaluate lme ../shared/data/longmemeval/longmemeval-s-dev.json.gz \\
@@ -24,6 +26,7 @@ Examples:
         --policies utilitynet recency longest oracle --out reports/locomo.json
     python -m train.evaluate synthetic --episodes 8 --capacities 0.1 0.2 --out reports/sim.json
     python -m train.evaluate all --out reports/eval.json
+    python -m train.evaluate discovery --out reports/discovery.json
 """
 
 from __future__ import annotations
@@ -145,7 +148,16 @@ def _parser() -> argparse.ArgumentParser:
     cf.add_argument("--encoder", choices=("onnx", "hash"), default="onnx",
                     help="onnx = all-MiniLM-L6-v2 (the reported figures); hash = fast test double")
     cf.add_argument("--out", default="reports/confusion.json")
-    for p in (lm, cv, lo, loo, sy, al):
+    di = sub.add_parser("discovery", help="type discovery: planted new category, purity and recall",
+                        description="Example: python -m train.evaluate discovery --out reports/discovery.json")
+    di.add_argument("--episodes", type=int, default=6, help="simulator episodes (default 6)")
+    di.add_argument("--seed", type=int, default=7, help="simulator and planting seed (default 7)")
+    di.add_argument("--planted", type=int, default=30, help="planted memories per episode (default 30)")
+    di.add_argument("--sizes", nargs="+", type=int, default=[3, 5, 8, 12], help="min_cluster_size values swept")
+    di.add_argument("--encoder", choices=("onnx", "hash"), default="onnx",
+                    help="onnx = all-MiniLM-L6-v2 (production); hash = fast test double")
+    di.add_argument("--out", default="reports/discovery.json")
+    for p in (lm, cv, lo, loo, sy, al, di):
         p.add_argument("--no-progress", action="store_true", help="no progress bars")
     for p in (lm, lo, loo):
         p.add_argument("--encoder", choices=("onnx", "hash"), default="onnx",
@@ -251,6 +263,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             paths = cf.write_confusion_report(payload, args.out)
             print(cf.confusion_table(payload))
             print("wrote " + ", ".join(map(str, paths)), file=sys.stderr)
+        elif args.cmd == "discovery":
+            import tempfile
+
+            from .eval.discovery import evaluate_discovery
+            out = Path(args.out)
+            with tempfile.TemporaryDirectory() as tmp:
+                payload = evaluate_discovery(embedder(args.encoder), episodes=args.episodes, seed=args.seed,
+                                             n_planted=args.planted, sizes=args.sizes, workdir=Path(tmp),
+                                             plot=out.with_suffix(".png"), progress=progress)
+            payload["args"] = record
+            write_json(out, payload)
+            print("\n".join(f"min_cluster_size {k}: purity {v['purity']:.3f}, recall {v['recall']:.3f}, "
+                             f"{v['undescribed']:.1f} undescribed clusters" for k, v in payload["summary"].items()))
         elif args.cmd == "synthetic":
             res = evaluate_synthetic(args.episodes, args.capacities, args.policies, model=args.model,
                                      preset=args.preset, progress=progress)

@@ -42,6 +42,7 @@ from ..errors import ValidationError
 from ..record.builder import Draft, RecordBuilder, RecordConfig
 from ..record.memir import DialogRole, Id, Label, MemIR, SourceType, UTCDateTime, utcnow
 from ..record.redaction import Finding
+from .enrich import EnrichConfig, Enricher
 from .extract import Candidate
 from .roles import RoleClassifier, RoleConfig, RoleDecision
 from .sessions import SessionConfig, SessionDecision, SessionState, SessionTracker, as_unit_vector
@@ -51,6 +52,7 @@ __all__ = [
     "AssemblerConfig",
     "Assembly",
     "ContextAssembler",
+    "EnrichConfig",
     "ExistsFn",
     "RoleConfig",
     "RoleDecision",
@@ -99,15 +101,17 @@ class AssemblerConfig:
         roles: role and sub-role classification (:class:`~runtime.annotate.roles.RoleConfig`).
         session: session-boundary detection (:class:`~runtime.annotate.sessions.SessionConfig`).
         record: how records are built (redaction, confidence defaults, urgency, limits).
+        enrich: write-time tone, intent, entity tags and corroboration (:mod:`.enrich`; all off by default).
     """
 
     roles: RoleConfig = field(default_factory=RoleConfig)
     session: SessionConfig = field(default_factory=SessionConfig)
     record: RecordConfig = field(default_factory=RecordConfig)
+    enrich: EnrichConfig = field(default_factory=EnrichConfig)
 
     def __post_init__(self) -> None:
         p = [(name, f"must be a {cls.__name__}") for name, cls in
-             (("roles", RoleConfig), ("session", SessionConfig), ("record", RecordConfig))
+             (("roles", RoleConfig), ("session", SessionConfig), ("record", RecordConfig), ("enrich", EnrichConfig))
              if not isinstance(getattr(self, name), cls)]
         if p:
             raise ValidationError.from_problems("AssemblerConfig", p)
@@ -157,6 +161,10 @@ class ContextAssembler:
         self.builder = builder or RecordBuilder(self.config.record)
         self.roles = RoleClassifier(self.config.roles, embedder)
         self.sessions = SessionTracker(self.config.session)
+        self.enricher = Enricher(self.config.enrich)
+        if self.config.enrich.tone and self.config.enrich.tone_fn is None and embedder is None:
+            raise ValidationError("EnrichConfig.tone classifies by embedding: pass embedder=... (see "
+                                  "runtime.encoders), a tone_fn, or tone=False", field="embedder")
         self._exists, self._clock = exists, clock
 
     def session_state(self, user_id: str, agent_id: str = "default") -> SessionState | None:
@@ -217,6 +225,9 @@ class ContextAssembler:
             return cache[0]
 
         role = self.role_of(draft, ctx.active_role, ctx.sub_role, embed)
+        extra = self.enrich(draft, embed)
+        if draft.fields.get("tone") or ctx.tone:  # a declared tone wins over the classified one
+            extra["tone"] = draft.fields.get("tone") or ctx.tone
         scfg = self.config.session
         e = embed() if scfg.enabled and scfg.topic_shift_threshold is not None else cache[0]
         with self.sessions.lock:  # decide → validate → commit, atomically per assembler
@@ -226,10 +237,24 @@ class ContextAssembler:
             record = self.builder.finish(
                 draft, user_id=ctx.user_id, agent_id=ctx.agent_id, session_id=decision.session_id, timestamp=at,
                 active_role=role.active_role, sub_role=role.sub_role,
-                tone=draft.fields.get("tone") or ctx.tone, task_id=draft.fields.get("task_id") or ctx.task_id,
+                **extra, task_id=draft.fields.get("task_id") or ctx.task_id,
                 created_at=draft.fields.get("created_at") or self._clock())
             self.sessions.commit(pending)  # only a valid record moves the session state
         return Assembly(record, role, decision, draft.findings, draft.confidence_source, e)
+
+    def enrich(self, draft: Draft, embed: Callable[[], np.ndarray | None],
+               embedder: Embedder | None = None) -> dict[str, Any]:
+        """The fields write-time enrichment adds to a drafted memory (``{}`` when it is off): ``tone``
+        (unless the draft has one), ``tags``, ``flags`` (urgent) and ``attributes["intent"]``, from its
+        redacted text. A hook's output (``tone_fn``, ``entity_fn``) is redacted like the caller's fields."""
+        cfg = self.config.enrich
+        if not cfg.any:
+            return {}
+        out = self.enricher.enrich(draft.text, embed, embedder or self.embedder).fields(draft.fields)
+        hooked: dict[str, Any] = {k: out[k] for k in ("tone", "tags") if k in out and (cfg.tone_fn or cfg.entity_fn)}
+        if hooked:
+            out.update({k: v for k, v in self.builder.draft(draft.text, hooked).fields.items() if k in hooked})
+        return out
 
     def role_of(self, draft: Draft, current_role: str, current_sub_role: str | None,
                 embed: Callable[[], np.ndarray | None]) -> RoleDecision:

@@ -670,7 +670,10 @@ class MemirStore(BaseStore):
             return _unique(items[::-1])[::-1][offset:want]  # a key's newest version only (see _unique)
         k = max(want, 10)
         while True:
-            hits_per = yield tuple(_call(s, "recall", query, k, tags=[tag], now=now) for s in scopes)
+            # every level, as the no-query listing above: a BaseStore finds what the graph put (its
+            # values are redacted at put); Scope.recall alone leaves secrets out of prompts by default
+            hits_per = yield tuple(_call(s, "recall", query, k, tags=[tag], now=now, sensitivity="secret")
+                                   for s in scopes)
             ranked: list[tuple[float, SearchItem]] = []
             unranked: list[SearchItem] = []
             for hits in hits_per:

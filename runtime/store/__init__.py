@@ -3,8 +3,10 @@ write goes through, typed filters, recall ranking and prompt formatting, and dum
 
 from .filters import MemoryFilter
 from .ranking import Hit, RankWeights, ScoreBreakdown, format_context
+from .refresh import RefreshReport
 from .scope import ForgetReport, Scope, Version
 from .store import MemoryStore, StoreConfig
+from .time_travel import MemoriesAt, MemoryAt
 
-__all__ = ["ForgetReport", "Hit", "MemoryFilter", "MemoryStore", "RankWeights", "Scope", "ScoreBreakdown",
-           "StoreConfig", "Version", "format_context"]
+__all__ = ["ForgetReport", "Hit", "MemoriesAt", "MemoryAt", "MemoryFilter", "MemoryStore", "RankWeights",
+           "RefreshReport", "Scope", "ScoreBreakdown", "StoreConfig", "Version", "format_context"]

@@ -30,6 +30,9 @@ class StoreConfig:
         exact_search_max: PostgreSQL only: scopes with at most this many writes are searched
             exactly inside the filter; a larger scope gets an HNSW index of its own (built in the
             background) and is searched through it.
+        recall_session_mix: the weight ``w`` a recall gives the scope's recent-context vector when
+            it names none (``Scope.recall(session_mix=...)``): query = normalize((1-w)·q + w·s).
+            0 (default) = off; 0.2 lets the conversation break near-ties (:mod:`runtime.store.refresh`).
         async_workers: threads behind the scopes' async methods (``awrite``, ``arecall``...): the
             blocking work of concurrent coroutines runs on them, never on the event loop.
     """
@@ -43,6 +46,7 @@ class StoreConfig:
     pool_size: int = 10
     exact_search_max: int = 20_000
     async_workers: int = 4
+    recall_session_mix: float = 0.0
 
     def __post_init__(self) -> None:
         problems = []
@@ -56,6 +60,9 @@ class StoreConfig:
             problems.append(("pool_size", "must be an int >= 1"))
         if not isinstance(self.async_workers, int) or not 1 <= self.async_workers <= 256:
             problems.append(("async_workers", "must be an int in [1, 256]"))
+        if isinstance(self.recall_session_mix, bool) or not isinstance(self.recall_session_mix, (int, float)) \
+                or not 0.0 <= self.recall_session_mix < 1.0:
+            problems.append(("recall_session_mix", "must be a number in [0, 1)"))
         if self.candidate_pool < 1:
             problems.append(("candidate_pool", "must be >= 1"))
         if not isinstance(self.annotate, AssemblerConfig):

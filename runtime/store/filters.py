@@ -21,7 +21,17 @@ from ..record.memir import DialogRole, Id, Sensitivity, SourceType, UTCDateTime
 if TYPE_CHECKING:
     from .sqlite.vector_cache import VectorCache
 
-__all__ = ["FilterFields", "MemoryFilter", "build_filter"]
+__all__ = ["RECALL_SENSITIVITY", "FilterFields", "MemoryFilter", "build_filter"]
+
+RECALL_SENSITIVITY = Sensitivity.pii
+"""What ``Scope.recall`` returns when the caller names no ``sensitivity``: at most ``pii``.
+
+``pii`` memories are already redacted (``[EMAIL]``, ``[CARD]``...): their text exposes nothing, and
+what remains ("Bob's email is [EMAIL]") is still useful in a prompt. ``secret`` memories held a
+credential (API key, password, bearer token, JWT, private key): the text is redacted too, but the
+memory exists *for* the credential, so it stays out of prompts unless the caller asks for it
+(``sensitivity="secret"``, or a list of levels). ``list``/``count`` are inventories, not prompt
+paths: they return every level unless filtered."""
 
 # Role and tag names in a filter: letters/digits in any script, spaces and ``_ . : @ / + # & -``.
 # Quotes, ``;``, ``=``, parentheses… cannot be part of a category name, so a value carrying them is a
@@ -42,6 +52,8 @@ class FilterFields(TypedDict, total=False):
     since, until: event time in [since, until).
     min_confidence: confidence at least this.
     sensitivity: at most this level (``"pii"`` = none or pii), or a list of exact levels.
+        ``recall`` defaults to :data:`RECALL_SENSITIVITY` (``pii``: secrets excluded);
+        ``list``/``count`` default to every level.
     include_expired: also memories past their TTL (default False).
     tier: ``working`` (default), ``archive`` or ``any``.
     """

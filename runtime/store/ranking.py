@@ -121,7 +121,8 @@ def format_context(hits: Sequence[Hit], *, now: datetime | None = None,
 
     Follows seed 000 §3.3: ``[Memory 2 - conversation | role: support/complaints | session: s1]``
     then the content, then where it came from and when — so the model does not mistake one user's
-    case or a rumour for the current situation.
+    case or a rumour for the current situation. A memory whose sensitivity is not ``none`` gets
+    ``| sensitive: pii`` (or ``secret``) in its label: its text is redacted, and says so.
 
     Example:
         >>> print(format_context(scope.recall("refund policy", k=3)))  # doctest: +SKIP
@@ -133,7 +134,9 @@ def format_context(hits: Sequence[Hit], *, now: datetime | None = None,
         p, rc = r.provenance, r.role_context
         role = rc.active_role + (f"/{rc.sub_role}" if rc.sub_role else "")
         sess = "current" if current_session and p.session_id == current_session else (p.session_id or "-")
-        lines.append(f"[Memory {i} - {_SOURCE_LABEL[p.type.value]} | role: {role} | session: {sess}]")
+        sens = r.metadata.sensitivity.value
+        label = "" if sens == "none" else f" | sensitive: {sens}"  # redacted, but the model should know
+        lines.append(f"[Memory {i} - {_SOURCE_LABEL[p.type.value]} | role: {role} | session: {sess}{label}]")
         lines.append(f"Content: {r.content}")
         src = [f"{p.type.value}"]
         if p.source_entity:

@@ -32,7 +32,7 @@ import re
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Unpack
 
@@ -42,21 +42,25 @@ from utilitynet.dialog import CONTEXT_NAMES
 
 from ..annotate.assembler import Assembly
 from ..annotate.consolidate import session_features, session_turns
+from ..annotate.enrich import Judgement, LinkKind, judge, link_attributes, linked_ids
 from ..encoders.base import check_vector
 from ..errors import NotFoundError, ValidationError
 from ..record.builder import flatten
 from ..record.fields import WriteFields
 from ..record.memir import ID_PATTERN, Flag, MemIR, RoleContext, utcnow
+from ..record.redaction import contains_sensitive
 from ..retention.decision import MemoryExplanation, RetentionDecision
 from ..retention.plan import RetentionPlan, recent_context, scoring_context
 from ..retention.policy import CapacityFn, Forgotten, RetentionPolicy
 from ..retention.rules import RuleSet
 from . import dumps
 from .backend import TenantBackend
-from .filters import FilterFields, MemoryFilter, build_filter
+from .filters import RECALL_SENSITIVITY, FilterFields, MemoryFilter, build_filter
 from .live import LiveContext
 from .ranking import Hit, RankWeights
+from .refresh import DEFAULT_REFRESH_WEIGHT, RefreshReport, check_weight, mix_query, refresh_marker, refreshed_vectors
 from .services import StoreServices
+from .time_travel import MemoriesAt, memories_at
 
 if TYPE_CHECKING:
     from utilitynet.context import ScoringContext
@@ -97,6 +101,7 @@ class _Prepared:
     record: MemIR
     vector: np.ndarray
     pending: Any = None  # the session tracker state to commit once the record is written
+    judgement: Judgement | None = None  # corroboration: the stored memories to link back to it
 
 
 class Scope:
@@ -217,7 +222,8 @@ class Scope:
                     closed.append(sid)
                 sid = s if s is not None else sid
             _, since = self._tenant.insert(recs, [p.vector for p in prepared], batch=True,
-                                           session=self._session_row(recs[-1], live, sid))
+                                           session=self._session_row(recs[-1], live, sid),
+                                           links=[x for p in prepared for x in self._links(p)])
             live.open_session = sid
             if live.working is not None:
                 live.working += len(recs)
@@ -321,6 +327,34 @@ class Scope:
         """The subset of ``ids`` that are memories of this scope (for ``derived_from`` checks)."""
         return self._tenant.existing_ids(list(ids))
 
+    def tag(self, ids: Sequence[str], tags: str | Sequence[str]) -> int:
+        """Add ``tags`` to existing memories of this scope, retroactively (e.g. a type named after
+        :func:`runtime.annotate.discovery.discover_types`). Records are otherwise immutable: this
+        changes only their tags, in one transaction, and ``list``/``recall(tags=...)`` see it at once.
+
+        Tags are checked like tag filters (letters, digits, spaces and ``_ . : @ / + # & -``; at most
+        128 characters) and must not contain PII or secrets (they are stored as given). Every id must
+        be a memory of this scope (an unknown id, or another user's, raises ``NotFoundError`` and
+        nothing changes). Returns how many memories gained a tag (already tagged ones are left as they are).
+        """
+        if isinstance(ids, str) or not isinstance(ids, Sequence):
+            raise ValidationError("ids must be a list of memory ids", field="ids")
+        wanted = builtins.list(dict.fromkeys(self._check_id(i, f"ids[{n}]") for n, i in enumerate(ids)))
+        if isinstance(tags, str):
+            tags = [tags]
+        if not isinstance(tags, Sequence) or not tags:
+            raise ValidationError("tags must be a tag or a non-empty list of tags", field="tags")
+        clean = build_filter(tags=builtins.list(tags)).tags or []
+        for n, t in enumerate(clean):
+            if contains_sensitive(t):
+                raise ValidationError(f"tags[{n}] looks like PII or a secret; tags are stored as given — "
+                                      "choose a descriptive name", field=f"tags[{n}]")
+        found = self._tenant.existing_ids(wanted)
+        missing = [i for i in wanted if i not in found]
+        if missing:
+            raise self._not_found(missing[0])
+        return self._tenant.add_tags(wanted, clean)
+
     # ------------------------------------------------------------------ write internals
     def _write_one(self, content: Any, embedding: Any, fields: dict[str, Any], history: History) -> MemIR:
         """One write: close a session it leaves, insert, then corrections and triggers."""
@@ -329,7 +363,8 @@ class Scope:
             p = self._prepare(content, embedding, fields, track=True)
             now = p.record.event_time
             self._close_if_switching(live, p.record.provenance.session_id, now)
-            _, since = self._tenant.insert([p.record], [p.vector], session=self._session_row(p.record, live))
+            _, since = self._tenant.insert([p.record], [p.vector], session=self._session_row(p.record, live),
+                                           links=self._links(p))
             self._store.assembler.sessions.commit(p.pending)
             if p.record.provenance.session_id is not None:
                 live.open_session = p.record.provenance.session_id
@@ -350,8 +385,11 @@ class Scope:
             if (rec.provenance.user_id, rec.provenance.agent_id) != (self.user_id, self.agent_id):
                 raise ValidationError(f"{where}this Assembly was made for user={rec.provenance.user_id!r} "
                                       f"agent={rec.provenance.agent_id!r}, not this scope", field="provenance.user_id")
-            vec = item.embedding if embedding is None else embedding
-            return _Prepared(rec, self._vector(rec.content, vec))
+            vec = self._vector(rec.content, item.embedding if embedding is None else embedding)
+            if store.assembler.config.enrich.corroborate:  # the store's corroboration, like any new memory
+                rec, judgement = self._corroborate(rec, vec)
+                return _Prepared(rec, vec, None, judgement)
+            return _Prepared(rec, vec)
         if isinstance(item, MemIR):
             if fields:
                 raise ValidationError(f"{where}pass either a MemIR record or content + fields, not both",
@@ -384,8 +422,57 @@ class Scope:
         if asm.config.roles.rules or asm.config.roles.descriptions:
             role = asm.role_of(draft, "general", None, lambda: vec)
             decided.update(active_role=role.active_role, sub_role=role.sub_role)
+        decided.update(asm.enrich(draft, lambda: vec, store.embedder))
         rec = store.builder.finish(draft, user_id=self.user_id, agent_id=self.agent_id, where=where, **decided)
+        if asm.config.enrich.corroborate:
+            rec, judgement = self._corroborate(rec, vec)
+            return _Prepared(rec, vec, pending, judgement)
         return _Prepared(rec, vec, pending)
+
+    def _corroborate(self, rec: MemIR, vec: np.ndarray) -> tuple[MemIR, Judgement]:
+        """Judge a new memory against its nearest stored memories of this scope (``enrich.judge``):
+        links in ``related`` and ``attributes``, confidence raised by independent agreeing sources."""
+        cfg = self._store.assembler.config.enrich
+        res = self._tenant.search(MemoryFilter(), utcnow(), vec, k=cfg.neighbours, pool=cfg.neighbours, context=None,
+                                  weights=self.weights, touch=False)
+        old = rec.metadata.attributes.get("supersedes")
+        near = [(h.record, h.score.similarity) for h in res.hits
+                if h.record.id != old and Flag.superseded not in h.record.metadata.flags]
+        j = judge(rec, near, cfg)
+        if not (j.agrees or j.contradicts):
+            return rec, j
+        attrs = dict(rec.metadata.attributes)
+        if j.agrees:
+            attrs = link_attributes(attrs, "corroborated_by", j.agrees)
+        if j.contradicts:
+            attrs = link_attributes(attrs, "contradicts", j.contradicts)
+        update: dict[str, Any] = {"related": list(dict.fromkeys([*rec.metadata.related, *j.agrees, *j.contradicts])),
+                                  "attributes": attrs}
+        if j.confidence is not None:
+            update["confidence"] = j.confidence
+        return rec.model_copy(update={"metadata": rec.metadata.model_copy(update=update)}), j
+
+    def _unlink(self, deleted: Sequence[str]) -> None:
+        """Before deleting memories: their corroboration partners drop the links to them (before the
+        delete and its scrub, so no copy of the id outlives it)."""
+        partners: builtins.list[str] = []
+        for mid in deleted:
+            rec = self._tenant.get(mid)
+            if rec is not None:
+                partners += linked_ids(rec)
+        gone = set(deleted)
+        partners = [i for i in dict.fromkeys(partners) if i not in gone]
+        if partners:
+            self._tenant.drop_links(partners, builtins.list(deleted))
+
+    @staticmethod
+    def _links(p: _Prepared) -> builtins.list[tuple[str, str, LinkKind]]:
+        """The links the stored memories a new one agrees with or contradicts get (in the insert's transaction)."""
+        j = p.judgement
+        if j is None:
+            return []
+        return ([(i, p.record.id, "corroborated_by") for i in j.agrees]
+                + [(i, p.record.id, "contradicts") for i in j.contradicts])
 
     def _vector(self, text: str, embedding: Any) -> np.ndarray:
         emb = self._store.embedder
@@ -466,7 +553,8 @@ class Scope:
 
     def recall(self, query: str | np.ndarray, k: int = 5, *, context: RoleContext | None = None,
                now: datetime | None = None, explain: bool = False, update_usage: bool = True,
-               candidates: int | None = None, **filters: Unpack[FilterFields]) -> builtins.list[Hit]:
+               candidates: int | None = None, session_mix: float | None = None,
+               **filters: Unpack[FilterFields]) -> builtins.list[Hit]:
         """Typed filter → exact vector top-K over the rows that pass → SQL re-check → re-rank.
 
         Args:
@@ -477,25 +565,37 @@ class Scope:
             explain: log query (redacted), filters, raw top-K and final list (``scope.recall_log()``).
             update_usage: bump ``access_count``/``last_accessed_at`` of the returned hits.
             candidates: raw top-K before re-ranking (default ``StoreConfig.candidate_pool``).
+            session_mix: weight ``w`` in [0, 1) of the scope's recent-context vector ``s`` (unit mean
+                of its last ``policy.recent_window`` memories) in the query: the search runs with
+                normalize((1-w)·q + w·s) (default ``StoreConfig.recall_session_mix``, 0 = off).
+                Similarities in the hits are to that mixed query.
             **filters: :class:`~runtime.store.filters.FilterFields` — ``roles``, ``sub_roles``,
                 ``source_types``, ``sessions``, ``exclude_sessions``, ``since``, ``until``,
                 ``min_confidence``, ``sensitivity``, ``tags``, ``task_ids``, ``dialog_roles``,
-                ``include_expired``, ``tier``.
+                ``include_expired``, ``tier``. Without ``sensitivity``, secrets are excluded
+                (:data:`~runtime.store.filters.RECALL_SENSITIVITY`: at most ``pii``); name the
+                level to include them (``sensitivity="secret"``).
 
         Returns:
             Hits sorted by total score, each with ``.record`` and ``.score`` (the breakdown).
         """
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise ValidationError(f"k must be a positive integer, got {k!r}", field="k")
+        if "sensitivity" not in filters:  # secrets stay out of prompts unless asked for by level
+            filters["sensitivity"] = RECALL_SENSITIVITY
         flt = build_filter(**filters)
         now = now or utcnow()
         store = self._store
+        w = check_weight(store.config.recall_session_mix if session_mix is None else session_mix,
+                         "session_mix", upper=1.0)
         if isinstance(query, str):
             if not query.strip():
                 raise ValidationError("query must be non-empty text or a vector", field="query")
             q = np.asarray(store.embedder.encode([query])[0], dtype=np.float32)
         else:
             q = check_vector(query, store.embedder)
+        if w > 0.0:
+            q = mix_query(q, recent_context(self._tenant.recent_vectors(self.policy.recent_window)), w)
         pool = max(k, candidates or store.candidate_pool)
         res = self._tenant.search(flt, now, q, k=k, pool=pool, context=context, weights=self.weights,
                                   touch=update_usage)
@@ -504,6 +604,7 @@ class Scope:
             qtext = store.builder.draft(query, {}).text if isinstance(query, str) else "<vector>"
             self._tenant.log_recall({
                 "query": qtext, "filters": flt.model_dump(mode="json", exclude_defaults=True), "at": now.isoformat(),
+                **({"session_mix": w} if w > 0.0 else {}),
                 "raw_top_k": [{"id": i, "similarity": round(s, 6)} for i, s in res.raw],
                 "final": [{"id": h.record.id, "raw_rank": h.raw_rank,
                            "score": {kk: round(vv, 6) for kk, vv in h.score.as_dict().items()}} for h in res.hits],
@@ -543,6 +644,7 @@ class Scope:
         ids = self._tenant.versions(memory_id) if include_versions else [memory_id]
         plan = self._tenant.forget_plan(ids, cascade)
         reason = self._store.builder.draft(reason.strip(), {}).text  # a reason is stored: redact it too
+        self._unlink(plan.deleted)
         self._tenant.forget(plan, reason=reason, scrub=scrub, wait_s=self._store.config.scrub_wait_s)
         self._live().working = None
         return ForgetReport(deleted=plan.deleted, redacted=plan.redacted)
@@ -637,9 +739,85 @@ class Scope:
         return self._tenant.decision(decision_id)
 
     def state_at(self, decision_id: str) -> RetentionDecision:
-        """Time travel: the decision, whose ``kept`` lists the working set right after it."""
+        """The decision, whose ``kept`` lists the working set right after it (ids only; for the
+        memories themselves — content, tier, utility — see :meth:`memories_at`)."""
         decision_id = self._check_id(decision_id, "decision_id")
         return self.decision(decision_id)
+
+    def memories_at(self, decision_id: str) -> MemoriesAt:
+        """Time travel: every item decision ``decision_id`` saw, as it was — its content, the tier
+        the decision put it in (kept → ``working``, ``archive``, ``deleted``...), the utility the
+        decision computed, and what became of it since (``present``, ``redacted``, ``deleted``).
+        A memory forgotten since comes back as a tombstone id with no content: never resurrected.
+
+        Raises:
+            NotFoundError: no decision ``decision_id`` in this scope.
+        """
+        d = self.decision(decision_id)
+        stored: dict[str, tuple[MemIR, str]] = {}
+        for mid in d.items:
+            rec, tier = self._tenant.get(mid), self._tenant.tier_of(mid)
+            if rec is not None and tier is not None:
+                stored[mid] = (rec, tier)
+        return memories_at(d, stored)
+
+    def refresh(self, *, older_than_days: float = 30.0, weight: float = DEFAULT_REFRESH_WEIGHT,
+                now: datetime | None = None, batch_size: int = 256, dry_run: bool = False) -> RefreshReport:
+        """Semantic refresh (seed 001 pitfall 3): re-encode old memories with their session context.
+
+        Each eligible memory's vector becomes normalize(embed(content) + weight·c), with c the unit
+        mean of the content embeddings of every memory of its session (all tiers). Eligible: event
+        time older than ``older_than_days``, in a session, not a redacted placeholder, and not
+        already refreshed with this encoder and weight (a marker is kept beside the vector, so a
+        re-run does nothing; ``memir reembed`` to a new encoder clears the effect and the marker's
+        match). Contents are re-encoded by the store's encoder; records are not changed.
+        All-or-nothing per batch of ``batch_size``; ``dry_run`` reports and writes nothing.
+        See :mod:`runtime.store.refresh`.
+
+        Memories whose vector was made by another encoder are left alone (``memir reembed`` first).
+
+        Raises:
+            ValidationError: a bad argument (named).
+        """
+        if isinstance(older_than_days, bool) or not isinstance(older_than_days, (int, float)) \
+                or not 0 <= float(older_than_days) < 1e6:
+            raise ValidationError(f"older_than_days must be a number of days >= 0, got {older_than_days!r}",
+                                  field="older_than_days")
+        w = check_weight(weight, "weight", upper=10.0)
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValidationError(f"batch_size must be a positive int, got {batch_size!r}", field="batch_size")
+        now = now or utcnow()
+        emb = self._store.embedder
+        marker = refresh_marker(emb.encoder_id, w)
+        old = [r for r in self._tenant.select(MemoryFilter(tier="any", include_expired=True,
+                                                           until=now - timedelta(days=float(older_than_days))), now)
+               if Flag.placeholder not in r.metadata.flags]
+        in_session = [r for r in old if r.provenance.session_id is not None]
+        marks = self._tenant.refresh_marks([r.id for r in in_session])
+        todo = [r for r in in_session if marks.get(r.id) != marker]
+        already = len(in_session) - len(todo)
+        sessions = sorted({str(r.provenance.session_id) for r in todo})
+        members: dict[str, np.ndarray] = {}
+        own: dict[str, np.ndarray] = {}
+        if todo and not dry_run:
+            every = [r for r in self._tenant.select(MemoryFilter(tier="any", include_expired=True, sessions=sessions),
+                                                    now) if Flag.placeholder not in r.metadata.flags]
+            texts = [r.content for r in every]
+            vecs = np.vstack([np.asarray(emb.encode(texts[i:i + batch_size]), dtype=np.float32)
+                              for i in range(0, len(texts), batch_size)])
+            own = {r.id: vecs[i] for i, r in enumerate(every)}
+            for sid in sessions:
+                members[sid] = np.stack([own[r.id] for r in every if r.provenance.session_id == sid])
+            todo = [r for r in todo if r.id in own]  # placeholders made meanwhile are left alone
+        done: builtins.list[str] = [r.id for r in todo] if dry_run else []
+        if not dry_run:
+            for i in range(0, len(todo), batch_size):
+                chunk = todo[i:i + batch_size]
+                new = refreshed_vectors(np.stack([own[r.id] for r in chunk]),
+                                        [str(r.provenance.session_id) for r in chunk], members, w)
+                done += self._tenant.put_refreshed([(r.id, v) for r, v in zip(chunk, new)], marker)
+        return RefreshReport(refreshed=done, already=already, no_session=len(old) - len(in_session),
+                             marker=marker, dry_run=dry_run)
 
     # ------------------------------------------------------------------ async
     # The same calls for async code (see :mod:`runtime.store.aio`): the blocking part of each runs on
@@ -667,13 +845,14 @@ class Scope:
 
     async def arecall(self, query: str | np.ndarray, k: int = 5, *, context: RoleContext | None = None,
                       now: datetime | None = None, explain: bool = False, update_usage: bool = True,
-                      candidates: int | None = None, **filters: Unpack[FilterFields]) -> builtins.list[Hit]:
+                      candidates: int | None = None, session_mix: float | None = None,
+                      **filters: Unpack[FilterFields]) -> builtins.list[Hit]:
         """:meth:`recall`, awaitable; the queries of concurrent recalls share encoder calls."""
         aio = self._store.aio
         if isinstance(query, str) and query.strip() and not explain:  # an explained recall logs its text
             query = await aio.batcher.encode(query)
         return await aio.run(self.recall, query, k, context=context, now=now, explain=explain,
-                             update_usage=update_usage, candidates=candidates, **filters)
+                             update_usage=update_usage, candidates=candidates, session_mix=session_mix, **filters)
 
     async def aget(self, memory_id: str) -> MemIR:
         """:meth:`get`, awaitable."""
@@ -705,6 +884,10 @@ class Scope:
     async def aend_session(self, *, now: datetime | None = None) -> RetentionDecision | None:
         """:meth:`end_session`, awaitable."""
         return await self._store.aio.run(self.end_session, now=now)
+
+    async def atag(self, ids: Sequence[str], tags: str | Sequence[str]) -> int:
+        """:meth:`tag`, awaitable."""
+        return await self._store.aio.run(self.tag, ids, tags)
 
     # ------------------------------------------------------------------ export
     def export_rows(self) -> builtins.list[tuple[MemIR, np.ndarray | None, str | None]]:

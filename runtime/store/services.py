@@ -52,7 +52,8 @@ class StoreServices:
         """The assembler ``Scope.write`` annotates through (roles, sessions; built on first use)."""
         with self._lock:
             if self._assembler is None:
-                needs = bool(self.config.annotate.roles.descriptions)
+                enrich = self.config.annotate.enrich
+                needs = bool(self.config.annotate.roles.descriptions) or (enrich.tone and enrich.tone_fn is None)
                 self._assembler = ContextAssembler(self.config.annotate, embedder=self.embedder if needs else None,
                                                    builder=self.builder)
             return self._assembler

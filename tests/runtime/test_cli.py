@@ -19,7 +19,8 @@ from runtime.cli import EXIT, build_parser, main
 from runtime.encoders import HashEmbedder
 from runtime.store import MemoryStore
 
-COMMANDS = ["inspect", "retain", "explain", "snapshot", "score", "reembed", "migrate", "migrate-schema", "encoder"]
+COMMANDS = ["inspect", "retain", "explain", "snapshot", "score", "reembed", "refresh", "migrate", "migrate-schema",
+            "encoder"]
 
 
 def _tiny_model(tmp_path: Path, dim: int = 64) -> Path:

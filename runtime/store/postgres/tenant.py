@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from ...annotate.enrich import LinkKind, with_link, without_links
 from ...errors import EncoderMismatchError, ValidationError
 from ...record.memir import Flag, MemIR
 from ..backend import LoggedDecision, ScopeLogs, ScopeRow, StoredRow
@@ -95,7 +96,8 @@ class PgTenant:
     # ------------------------------------------------------------------ writes
     @retried
     def insert(self, records: Sequence[MemIR], vectors: Sequence[np.ndarray], *, batch: bool = False,
-               session: tuple[str | None, float | None] | None = None) -> tuple[list[int], int]:
+               session: tuple[str | None, float | None] | None = None,
+               links: Sequence[tuple[str, str, LinkKind]] = ()) -> tuple[list[int], int]:
         """Insert records with their unit vectors in one transaction (see ``SqliteTenant.insert``).
 
         Returns:
@@ -134,6 +136,8 @@ class PgTenant:
                 cur.executemany("INSERT INTO vectors(mem_rowid, encoder_id, dim, vec) VALUES (%s,%s,%s,%b)",
                                 [(rowid, emb.encoder_id, emb.dim, np.asarray(v, np.float32))
                                  for rowid, v in zip(rowids, vectors)])
+            if links:
+                self._link(conn, links)
         return list(range(first, first + len(records))), int(last) - int(decided)
 
     def existing_ids(self, ids: Sequence[str]) -> set[str]:
@@ -188,6 +192,69 @@ class PgTenant:
         with self.tx() as conn:
             conn.execute(f"UPDATE memories m SET record = %s, retention_reason = %s{tier} WHERE {t} AND m.id = %s",
                          [body_json(new), f"superseded_by:{new_id}", *tp, old_id])
+
+    @retried
+    def add_tags(self, memory_ids: Sequence[str], tags: Sequence[str]) -> int:
+        """Add ``tags`` to this scope's memories ``memory_ids`` (tag rows and the record's JSON body) in
+        one transaction, rows locked in rowid order; returns how many memories gained a tag (see
+        ``SqliteTenant.add_tags``). Other scopes' ids match nothing (tenant clause and row-level security)."""
+        if not memory_ids or not tags:
+            return 0
+        t, tp = self.clause()
+        changed = 0
+        with self.tx() as conn:
+            rows = conn.execute(f"SELECT m.rowid, {READ_COLS} FROM memories m WHERE {t} AND m.id = ANY(%s) "
+                                f"ORDER BY m.rowid FOR UPDATE", [*tp, list(memory_ids)]).fetchall()
+            tag_rows: list[tuple[int, str]] = []
+            for rowid, *rest in rows:
+                rec = row_to_record(*rest)
+                new_tags = [x for x in dict.fromkeys(tags) if x not in rec.metadata.tags]
+                if not new_tags:
+                    continue
+                body = body_json(rec.model_copy(update={"metadata": rec.metadata.model_copy(
+                    update={"tags": [*rec.metadata.tags, *new_tags]})}))
+                conn.execute(f"UPDATE memories m SET record = %s WHERE {t} AND m.rowid = %s", [body, *tp, rowid])
+                tag_rows += [(rowid, x) for x in new_tags]
+                changed += 1
+            if tag_rows:
+                with conn.cursor() as cur:
+                    cur.executemany("INSERT INTO memory_tags(mem_rowid, tag) VALUES (%s,%s) ON CONFLICT DO NOTHING",
+                                    tag_rows)
+        return changed
+
+    def _link(self, conn: Any, links: Sequence[tuple[str, str, LinkKind]]) -> None:
+        """Inside a write transaction: link stored memories to new ones, rows locked in rowid order
+        (see ``SqliteTenant._link``)."""
+        by_target: dict[str, list[tuple[str, LinkKind]]] = {}
+        for target, new_id, kind in links:
+            by_target.setdefault(target, []).append((new_id, kind))
+        t, tp = self.clause()
+        rows = conn.execute(f"SELECT m.rowid, {READ_COLS} FROM memories m WHERE {t} AND m.id = ANY(%s) "
+                            f"ORDER BY m.rowid FOR UPDATE", [*tp, list(by_target)]).fetchall()
+        for rowid, *rest in rows:
+            rec = row_to_record(*rest)
+            for new_id, kind in by_target[rec.id]:
+                rec = with_link(rec, new_id, kind)
+            conn.execute(f"UPDATE memories m SET record = %s WHERE {t} AND m.rowid = %s", [body_json(rec), *tp, rowid])
+
+    @retried
+    def drop_links(self, memory_ids: Sequence[str], gone: Sequence[str]) -> int:
+        """Remove the ids ``gone`` from the links of this scope's memories ``memory_ids`` in one
+        transaction, rows locked in rowid order; returns how many changed (see ``SqliteTenant.drop_links``)."""
+        if not memory_ids or not gone:
+            return 0
+        t, tp = self.clause()
+        changed = 0
+        with self.tx() as conn:
+            rows = conn.execute(f"SELECT m.rowid, {READ_COLS} FROM memories m WHERE {t} AND m.id = ANY(%s) "
+                                f"ORDER BY m.rowid FOR UPDATE", [*tp, list(memory_ids)]).fetchall()
+            for rowid, *rest in rows:
+                new = without_links(row_to_record(*rest), gone)
+                if new is not None:
+                    conn.execute(f"UPDATE memories m SET record = %s WHERE {t} AND m.rowid = %s",
+                                 [body_json(new), *tp, rowid])
+                    changed += 1
+        return changed
 
     @retried
     def touch(self, rowids: Sequence[int], now: datetime) -> None:
@@ -330,6 +397,40 @@ class PgTenant:
             order = conn.execute(f"SELECT m.id FROM memories m WHERE {t} AND m.id = ANY(%s) ORDER BY m.seq, m.rowid",
                                  [*tp, sorted(seen)]).fetchall()
         return [x for (x,) in order]
+
+    # ------------------------------------------------------------------ semantic refresh
+    def refresh_marks(self, memory_ids: Sequence[str]) -> dict[str, str]:
+        """The refresh marker (``memory_links`` kind ``refreshed``) of each of ``memory_ids`` that has one."""
+        if not memory_ids:
+            return {}
+        t, tp = self.clause()
+        with self.tx() as conn:
+            return {str(m): str(x) for m, x in conn.execute(
+                f"SELECT m.id, l.target_id FROM memory_links l JOIN memories m ON m.rowid = l.mem_rowid "
+                f"WHERE l.kind = 'refreshed' AND {t} AND m.id = ANY(%s)", [*tp, list(memory_ids)])}
+
+    @retried
+    def put_refreshed(self, vectors: Sequence[tuple[str, np.ndarray]], mark: str) -> list[str]:
+        """Replace the current encoder's vectors of these memories and set their refresh marker, in
+        one transaction (all or nothing); returns the ids changed (memories deleted meanwhile are skipped)."""
+        emb = self.db.embedder
+        t, tp = self.clause()
+        done: list[str] = []
+        with self.tx() as conn:
+            lock_rows(self, conn, [m for m, _ in vectors])
+            for mid, vec in vectors:
+                row = conn.execute(f"SELECT m.rowid FROM memories m WHERE {t} AND m.id = %s", [*tp, mid]).fetchone()
+                if row is None:
+                    continue
+                cur = conn.execute("UPDATE vectors SET vec = %b WHERE mem_rowid = %s AND encoder_id = %s AND dim = %s",
+                                   (np.asarray(vec, np.float32), row[0], emb.encoder_id, emb.dim))
+                if cur.rowcount != 1:
+                    continue
+                conn.execute("DELETE FROM memory_links WHERE mem_rowid = %s AND kind = 'refreshed'", (row[0],))
+                conn.execute("INSERT INTO memory_links(mem_rowid, kind, target_id) VALUES (%s, 'refreshed', %s)",
+                             (row[0], mark))
+                done.append(mid)
+        return done
 
     # ------------------------------------------------------------------ recall log
     def log_recall(self, payload: dict[str, Any], at: datetime) -> None:

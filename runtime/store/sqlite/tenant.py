@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from ...annotate.enrich import LinkKind, with_link, without_links
 from ...errors import EncoderMismatchError, ValidationError
 from ...record.memir import Flag, MemIR
 from ..backend import LoggedDecision, ScopeLogs, ScopeRow, StoredRow
@@ -66,7 +67,8 @@ class SqliteTenant:
 
     # ------------------------------------------------------------------ writes
     def insert(self, records: Sequence[MemIR], vectors: Sequence[np.ndarray], *, batch: bool = False,
-               session: tuple[str | None, float | None] | None = None) -> tuple[list[int], int]:
+               session: tuple[str | None, float | None] | None = None,
+               links: Sequence[tuple[str, str, LinkKind]] = ()) -> tuple[list[int], int]:
         """Insert records with their unit vectors in one transaction.
 
         Returns:
@@ -75,7 +77,8 @@ class SqliteTenant:
         Checks, inside the transaction: ids unique (store-wide), ``derived_from`` and
         ``supersedes`` naming memories of this scope (or of the batch). With ``batch`` errors
         name the item (``[3].id``). ``session`` = ``(open session, its last event time)`` to
-        persist in the same transaction.
+        persist in the same transaction; ``links`` = ``(stored id, new id, kind)`` corroboration links
+        the stored memories get, in the same transaction.
         """
         names = BatchNames(batch)
         where, item = names.field, names.item
@@ -103,6 +106,8 @@ class SqliteTenant:
                 _insert_links(conn, rowid, r)
                 conn.execute("INSERT INTO vectors(mem_rowid, encoder_id, dim, vec) VALUES (?,?,?,?)",
                              (rowid, emb.encoder_id, emb.dim, np.asarray(v, np.float32).tobytes()))
+            if links:
+                self._link(conn, links)
         return list(range(first, first + len(records))), int(last - decided)
 
     def existing_ids(self, ids: Sequence[str], *, any_scope: bool = False) -> set[str]:
@@ -160,6 +165,67 @@ class SqliteTenant:
         with self.db.transaction() as conn:
             conn.execute(f"UPDATE memories SET record = ?, retention_reason = ?{tier} WHERE {t} AND id = ?",
                          (body, f"superseded_by:{new_id}", *tp, old_id))
+
+    def add_tags(self, memory_ids: Sequence[str], tags: Sequence[str]) -> int:
+        """Add ``tags`` to this scope's memories ``memory_ids`` (the tag rows and the record's JSON
+        body), in one transaction; returns how many memories gained at least one tag. Ids of other
+        scopes match nothing (the tenant clause). The tag filter's cache reloads (epoch bump)."""
+        if not memory_ids or not tags:
+            return 0
+        t, tp = self.clause(check_only=True)
+        changed = 0
+        with self.db.transaction() as conn:
+            for i in range(0, len(memory_ids), 500):
+                chunk = list(memory_ids[i:i + 500])
+                rows = conn.execute(f"SELECT m.rowid, {READ_COLS} FROM memories m WHERE {t} "
+                                    f"AND m.id IN ({','.join('?' * len(chunk))})", tp + chunk).fetchall()
+                for rowid, *rest in rows:
+                    rec = row_to_record(*rest)
+                    new_tags = [x for x in dict.fromkeys(tags) if x not in rec.metadata.tags]
+                    if not new_tags:
+                        continue
+                    body = body_json(rec.model_copy(update={"metadata": rec.metadata.model_copy(
+                        update={"tags": [*rec.metadata.tags, *new_tags]})}))
+                    conn.execute("UPDATE memories SET record = ? WHERE rowid = ?", (body, rowid))
+                    conn.executemany("INSERT OR IGNORE INTO memory_tags(mem_rowid, tag) VALUES (?,?)",
+                                     [(rowid, x) for x in new_tags])
+                    changed += 1
+            if changed:
+                self.db.bump_vector_epoch(conn)
+        return changed
+
+    def _link(self, conn: sqlite3.Connection, links: Sequence[tuple[str, str, LinkKind]]) -> None:
+        """Inside a write transaction: each ``(stored id, new id, kind)`` links the stored memory of this
+        scope to the new one (``runtime.annotate.enrich.with_link``; the JSON body only, so the caches
+        keep their epoch). Other scopes' ids match nothing."""
+        by_target: dict[str, list[tuple[str, LinkKind]]] = {}
+        for target, new_id, kind in links:
+            by_target.setdefault(target, []).append((new_id, kind))
+        t, tp = self.clause(check_only=True)
+        rows = conn.execute(f"SELECT m.rowid, {READ_COLS} FROM memories m WHERE {t} "
+                            f"AND m.id IN ({','.join('?' * len(by_target))})", tp + list(by_target)).fetchall()
+        for rowid, *rest in rows:
+            rec = row_to_record(*rest)
+            for new_id, kind in by_target[rec.id]:
+                rec = with_link(rec, new_id, kind)
+            conn.execute("UPDATE memories SET record = ? WHERE rowid = ?", (body_json(rec), rowid))
+
+    def drop_links(self, memory_ids: Sequence[str], gone: Sequence[str]) -> int:
+        """Remove the ids ``gone`` from the links of this scope's memories ``memory_ids`` (``related`` and
+        the link attributes; ``runtime.annotate.enrich.without_links``) in one transaction; returns how many changed."""
+        if not memory_ids or not gone:
+            return 0
+        t, tp = self.clause(check_only=True)
+        changed = 0
+        with self.db.transaction() as conn:
+            rows = conn.execute(f"SELECT m.rowid, {READ_COLS} FROM memories m WHERE {t} "
+                                f"AND m.id IN ({','.join('?' * len(memory_ids))})", tp + list(memory_ids)).fetchall()
+            for rowid, *rest in rows:
+                new = without_links(row_to_record(*rest), gone)
+                if new is not None:
+                    conn.execute("UPDATE memories SET record = ? WHERE rowid = ?", (body_json(new), rowid))
+                    changed += 1
+        return changed
 
     def touch(self, rowids: Sequence[int], now: datetime) -> None:
         """Count one access for each row (recall's usage update; one statement, one commit)."""
@@ -328,6 +394,43 @@ class SqliteTenant:
             order = conn.execute(f"SELECT m.id FROM memories m WHERE {t2} AND m.id IN ({marks}) ORDER BY m.seq",
                                  tp2 + sorted(seen)).fetchall()
         return [x for (x,) in order]
+
+    # ------------------------------------------------------------------ semantic refresh
+    def refresh_marks(self, memory_ids: Sequence[str]) -> dict[str, str]:
+        """The refresh marker (``memory_links`` kind ``refreshed``) of each of ``memory_ids`` that has one."""
+        out: dict[str, str] = {}
+        t, tp = self.clause(check_only=True)
+        with self.db.read() as conn:
+            for s in range(0, len(memory_ids), 500):
+                chunk = list(memory_ids[s:s + 500])
+                out.update(conn.execute(
+                    f"SELECT m.id, l.target_id FROM memory_links l JOIN memories m ON m.rowid = l.mem_rowid "
+                    f"WHERE l.kind = 'refreshed' AND {t} AND m.id IN ({','.join('?' * len(chunk))})",
+                    tp + chunk).fetchall())
+        return out
+
+    def put_refreshed(self, vectors: Sequence[tuple[str, np.ndarray]], mark: str) -> list[str]:
+        """Replace the current encoder's vectors of these memories and set their refresh marker, in
+        one transaction (all or nothing); returns the ids changed (memories deleted meanwhile are skipped)."""
+        emb = self.db.embedder
+        t, tp = self.clause(check_only=True)
+        done: list[str] = []
+        with self.db.transaction() as conn:
+            for mid, vec in vectors:
+                row = conn.execute(f"SELECT m.rowid FROM memories m WHERE {t} AND m.id = ?", tp + [mid]).fetchone()
+                if row is None:
+                    continue
+                cur = conn.execute("UPDATE vectors SET vec = ? WHERE mem_rowid = ? AND encoder_id = ? AND dim = ?",
+                                   (np.asarray(vec, np.float32).tobytes(), row[0], emb.encoder_id, emb.dim))
+                if cur.rowcount != 1:
+                    continue
+                conn.execute("DELETE FROM memory_links WHERE mem_rowid = ? AND kind = 'refreshed'", (row[0],))
+                conn.execute("INSERT INTO memory_links(mem_rowid, kind, target_id) VALUES (?, 'refreshed', ?)",
+                             (row[0], mark))
+                done.append(mid)
+            if done:
+                self.db.bump_vector_epoch(conn)
+        return done
 
     # ------------------------------------------------------------------ recall log
     def log_recall(self, payload: dict[str, Any], at: datetime) -> None:

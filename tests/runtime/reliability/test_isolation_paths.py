@@ -59,7 +59,8 @@ def _reads(s: Any, words: list[str]) -> list[Any]:
     for r in s.list(tier="any"):
         out += [s.get(r.id), s.explain(r.id), s.history(r.id)]
     for d in s.decisions(50):
-        out += [s.decision(d.decision_id), s.state_at(d.decision_id)]
+        out += [s.decision(d.decision_id), s.state_at(d.decision_id), s.memories_at(d.decision_id)]
+    out += [s.refresh(older_than_days=0, dry_run=True), s.recall(words[0], k=5, session_mix=0.3)]
     return out
 
 
@@ -80,7 +81,7 @@ def test_no_public_read_returns_another_users_memory(store_target: Any, n_a: int
     assert s.exists(b["ids"]) == set()
     assert np.isnan(s.session_context(b["ids"])).all()
     for bad in b["ids"][:3] + [b["decision"]]:
-        for call in (s.get, s.explain, s.history, s.decision, s.state_at,
+        for call in (s.get, s.explain, s.history, s.decision, s.state_at, s.memories_at,
                      lambda i: s.forget(i, cascade="delete"), lambda i: s.update(i, "hijack")):
             with pytest.raises(NotFoundError):
                 call(bad)
@@ -113,6 +114,7 @@ def test_no_cli_command_given_a_user_shows_another_users_data(cli_store: Any, tm
          "--model", str(_tiny_model(tmp_path))],
         ["explain", db, a["ids"][1], "--user", "alice", "--agent", "a", "--json", "--verbose"],
         ["explain", db, a["decision"], "--user", "alice", "--agent", "a", "--json"],
+        ["refresh", db, "--user", "alice", "--agent", "a", "--older-than", "0", "--json", "--verbose"],
     ]
     for argv in runs:
         code = cli.main(argv)

@@ -143,7 +143,7 @@ def test_explain_logs_query_filters_raw_and_final_with_the_query_redacted(store:
     entry = log[0]
     assert set(entry) >= {"query", "filters", "raw_top_k", "final"}
     assert "carol.jones@example.org" not in json.dumps(entry) and "[EMAIL]" in entry["query"]
-    assert entry["filters"] == {"min_confidence": 0.5}
+    assert entry["filters"] == {"min_confidence": 0.5, "sensitivity": ["none", "pii"]}  # the default applied
     assert len(entry["raw_top_k"]) == 8 and all({"id", "similarity"} <= set(x) for x in entry["raw_top_k"])
     assert [x["id"] for x in entry["final"]] == [h.record.id for h in hits]
     assert all(set(x["score"]) == {"similarity", "confidence", "freshness", "role_match", "total"}

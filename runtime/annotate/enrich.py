@@ -1,0 +1,556 @@
+"""Write-time enrichment: tone, intent and urgency; entities as tags; corroboration and contradiction.
+
+Everything here runs without an LLM, on the *redacted* text (the record builder's draft), so
+nothing it derives can carry a secret the builder removed. Each part is switched on in
+:class:`EnrichConfig` (all off by default), and each has a typed hook for an LLM:
+
+- **Tone** (``tone=True``): the text's embedding goes to the nearest *tone prototype* — the mean
+  embedding of a handful of example lines per label (:data:`DEFAULT_TONE_EXAMPLES`: ``neutral``,
+  ``frustrated``, ``satisfied``, ``anxious``), embedded once per encoder — if it leads the
+  runner-up by ``tone_margin``, else ``neutral``. The label fills ``role_context.tone`` unless the
+  caller set one; a label in ``urgent_tones`` (``anxious``) adds ``Flag.urgent``. Intent
+  (``question`` | ``request`` | ``statement``) is a rule on the text and goes to
+  ``attributes["intent"]``. Hook: ``tone_fn(text) -> ToneResult``.
+- **Entities** (``entities=True``): :func:`extract_entities` — regular expressions for ids
+  (``order:8812``, ``id:ORD-123``), products with a model number (``product:iphone 15 pro``),
+  projects (``project:orion``) and people named after a cue word (``person:alice``) — adds tags.
+  Hook: ``entity_fn(text) -> [tag, ...]`` (its tags are redacted by the builder like any tag).
+- **Corroboration** (``corroborate=True``, applied by ``Scope.write``, ``write_many``, ``update``
+  and their async twins, for text and ``Assembly`` writes): :func:`judge` compares the new memory with its
+  ``neighbours`` nearest memories of the same scope (working tier; superseded versions and the
+  version a correction replaces are skipped); agreeing memories from *other* sources raise the new
+  memory's confidence by :func:`corroborated_confidence`. Links go both ways, in the insert's
+  transaction: ``metadata.related`` plus the comma-separated id lists ``attributes["corroborated_by"]``
+  and ``attributes["contradicts"]`` (the contradiction flag: ``Flag`` is the utility model's closed
+  feature vocabulary, so a new value would change its feature spec). Stored memories keep their
+  confidence. Forgetting a memory removes its id from its partners' links first.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Literal
+
+import numpy as np
+
+from ..encoders.base import Embedder, l2_normalize
+from ..errors import ValidationError
+from ..record.memir import Flag, MemIR
+
+__all__ = ["DEFAULT_TONE_EXAMPLES", "Claim", "EnrichConfig", "Enricher", "Enrichment", "EntityFn", "Judgement",
+           "LinkKind", "ToneFn", "ToneResult", "claim_of", "corroborated_confidence", "extract_entities", "intent_of", "judge",
+           "link_attributes", "linked_ids", "with_link", "without_links"]
+
+
+@dataclass(frozen=True)
+class ToneResult:
+    """A tone decision: ``label`` (→ ``role_context.tone``), whether it is urgent, and its margin."""
+
+    label: str
+    urgent: bool = False
+    score: float = 0.0
+
+
+ToneFn = Callable[[str], ToneResult]
+"""``tone_fn(redacted_text) -> ToneResult``: an LLM (or any classifier) instead of the prototypes."""
+LinkKind = Literal["corroborated_by", "contradicts"]
+"""The attribute a corroboration link is kept under (a comma-separated list of memory ids)."""
+EntityFn = Callable[[str], Sequence[str]]
+"""``entity_fn(redacted_text) -> tags``: an LLM (or any extractor) instead of the patterns."""
+
+# Support-chat phrasings per tone label; the prototype is their mean embedding. Written for this
+# module, separately from the lines the tests report accuracy on.
+DEFAULT_TONE_EXAMPLES: Mapping[str, tuple[str, ...]] = MappingProxyType({
+    "neutral": (
+        "My account email is on file.",
+        "The meeting is on Tuesday at 10.",
+        "I ordered two items last week.",
+        "Please send the invoice to accounting.",
+        "What are your opening hours?",
+        "The package weighs about three kilos.",
+        "I use the app on my laptop.",
+        "Can you update my shipping address?",
+    ),
+    "frustrated": (
+        "This is the third time I'm asking and nobody helps me.",
+        "I'm fed up with this terrible service.",
+        "Your app keeps crashing and it's driving me crazy.",
+        "This is ridiculous, I want a refund now.",
+        "I am really annoyed that my order is late again.",
+        "Worst support ever, you keep ignoring my emails.",
+        "I'm so angry, you charged me twice.",
+        "Unacceptable. Nothing works and nobody cares.",
+    ),
+    "satisfied": (
+        "Thank you so much, that fixed it!",
+        "Great service, I really appreciate your help.",
+        "Perfect, the replacement arrived and works well.",
+        "Thanks, you've been very helpful.",
+        "I love the new feature, great job.",
+        "Awesome, everything is sorted now.",
+        "I'm happy with the refund, thanks a lot.",
+        "Brilliant, that was quick, cheers!",
+    ),
+    "anxious": (
+        "I'm worried my payment won't go through before the deadline.",
+        "Please hurry, the site is down and customers can't pay.",
+        "I need this fixed today or I lose the contract.",
+        "I'm scared my data was stolen.",
+        "Our production server is down, we need help immediately.",
+        "I'm nervous the package won't arrive before my flight.",
+        "This is an emergency, my account was hacked.",
+        "I'm afraid I'll miss the deadline if this isn't resolved soon.",
+    ),
+})
+
+
+def _problem_if(p: list[tuple[str, str]], bad: bool, name: str, msg: str) -> None:
+    if bad:
+        p.append((name, msg))
+
+
+@dataclass(frozen=True)
+class EnrichConfig:
+    """What write-time enrichment does (all off by default: see the README for the measured cost).
+
+    Attributes:
+        tone: fill ``tone`` (when the caller gave none), ``attributes["intent"]`` and urgency.
+        entities: add entity tags (:func:`extract_entities` or ``entity_fn``).
+        corroborate: link and re-score against the scope's nearest memories (``Scope.write``).
+        tone_examples: ``{label: [example lines]}``; each label's prototype is their mean embedding.
+        tone_margin: cosine lead in [0, 2] the nearest prototype needs over the runner-up, else
+            ``neutral_label``.
+        neutral_label: the label when no prototype leads clearly (must be a key of ``tone_examples``).
+        urgent_tones: labels that add ``Flag.urgent``.
+        tone_fn: a classifier (e.g. an LLM call) used instead of the prototypes.
+        entity_fn: an extractor (e.g. an LLM call) used instead of the patterns.
+        max_entity_tags: most entity tags added to one memory.
+        neighbours: nearest memories of the scope compared with a new one.
+        agree_similarity: cosine at or above which two memories agree (no value conflicting). 0.9 for
+            all-MiniLM-L6-v2: "lives in Lyon" / "lives in Paris" score 0.81, "green" / "blue" 0.86,
+            while restatements score 0.9–0.99 (numeric facts also agree through their claims).
+        claim_similarity: cosine a pair needs before their claims are compared (a same-subject guard).
+        evidence_weight: in (0, 1]: how much one independent agreeing source counts (see
+            :func:`corroborated_confidence`).
+        max_confidence: the cap corroboration raises confidence to.
+    """
+
+    tone: bool = False
+    entities: bool = False
+    corroborate: bool = False
+    tone_examples: Mapping[str, Sequence[str]] = field(default_factory=lambda: DEFAULT_TONE_EXAMPLES)
+    tone_margin: float = 0.01
+    neutral_label: str = "neutral"
+    urgent_tones: tuple[str, ...] = ("anxious",)
+    tone_fn: ToneFn | None = None
+    entity_fn: EntityFn | None = None
+    max_entity_tags: int = 8
+    neighbours: int = 3
+    agree_similarity: float = 0.9
+    claim_similarity: float = 0.5
+    evidence_weight: float = 0.5
+    max_confidence: float = 0.99
+
+    def __post_init__(self) -> None:
+        p: list[tuple[str, str]] = []
+        for name in ("tone", "entities", "corroborate"):
+            _problem_if(p, not isinstance(getattr(self, name), bool), name, "must be True or False")
+        ex = self.tone_examples
+        _problem_if(p, not isinstance(ex, Mapping) or len(ex) < 2, "tone_examples",
+                    "give at least two labels, each with example lines")
+        if isinstance(ex, Mapping):
+            for k, v in ex.items():
+                _problem_if(p, not isinstance(k, str) or not 0 < len(k.strip()) <= 128, f"tone_examples[{k!r}]",
+                            "labels are 1–128 characters")
+                _problem_if(p, isinstance(v, str) or not v or not all(isinstance(s, str) and s.strip() for s in v),
+                            f"tone_examples[{k!r}]", "give a non-empty list of example lines")
+            _problem_if(p, self.neutral_label not in ex, "neutral_label",
+                        f"{self.neutral_label!r} is not a label of tone_examples ({sorted(ex)})")
+            for i, t in enumerate(self.urgent_tones):
+                _problem_if(p, t not in ex, f"urgent_tones[{i}]", f"{t!r} is not a label of tone_examples")
+        for name in ("tone_fn", "entity_fn"):
+            v = getattr(self, name)
+            _problem_if(p, v is not None and not callable(v), name, "must be a callable or None")
+        for name, lo, hi in (("tone_margin", 0.0, 2.0), ("agree_similarity", -1.0, 1.0),
+                             ("claim_similarity", -1.0, 1.0), ("max_confidence", 0.0, 1.0)):
+            v = getattr(self, name)
+            _problem_if(p, isinstance(v, bool) or not isinstance(v, (int, float)) or not lo <= v <= hi, name,
+                        f"must be a number in [{lo}, {hi}], got {v!r}")
+        w = self.evidence_weight
+        _problem_if(p, isinstance(w, bool) or not isinstance(w, (int, float)) or not 0.0 < w <= 1.0,
+                    "evidence_weight", f"must be a number in (0, 1], got {w!r}")
+        for name, lo, hi in (("max_entity_tags", 1, 64), ("neighbours", 1, 50)):
+            v = getattr(self, name)
+            _problem_if(p, isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi, name,
+                        f"must be an integer in [{lo}, {hi}], got {v!r}")
+        if p:
+            raise ValidationError.from_problems("EnrichConfig", p)
+        object.__setattr__(self, "tone_examples",
+                           MappingProxyType({k: tuple(v) for k, v in self.tone_examples.items()}))
+        object.__setattr__(self, "urgent_tones", tuple(self.urgent_tones))
+
+    @property
+    def any(self) -> bool:
+        """Whether the assembler has anything to do (tone or entities)."""
+        return self.tone or self.entities
+
+
+# ---------------------------------------------------------------------------------------- intent
+_QUESTION = re.compile(r"\?\s*$|^(?:who|what|when|where|why|how|which|is|are|do|does|did|can|could|will|would|"
+                       r"should|may)\b", re.I)
+_REQUEST = re.compile(r"\b(?:please|pls|kindly|could you|can you|would you|i need|i want|i'd like|i would like|"
+                      r"let me know|send me|help me)\b|^(?:send|cancel|refund|update|change|fix|check|call|email|"
+                      r"book|reset|remove|add)\b", re.I)
+
+
+def intent_of(text: str) -> Literal["question", "request", "statement"]:
+    """``request`` (please / can you / an imperative first word), ``question`` (ends with "?" or
+    opens with a question word), else ``statement``.
+
+    >>> intent_of("Can you cancel order 8812?"), intent_of("When does it ship?"), intent_of("It shipped.")
+    ('request', 'question', 'statement')
+    """
+    t = text.strip()
+    if _REQUEST.search(t):
+        return "request"
+    if _QUESTION.search(t):
+        return "question"
+    return "statement"
+
+
+# -------------------------------------------------------------------------------------- entities
+_ID_KINDS = r"order|ticket|case|invoice|booking|reservation|account|ref|reference|tracking|shipment|po"
+_KIND_ID = re.compile(rf"\b({_ID_KINDS})\b(?:\s+(?:no\.?|number|num|id))?\s*[:#]?\s*#?([A-Z0-9][A-Za-z0-9-]{{2,}})\b",
+                      re.I)
+_CODE = re.compile(r"(?<![\w-])([A-Z]{2,6}-\d[\dA-Z-]*)\b")
+_HASH_ID = re.compile(r"(?<![\w&])#(\d{3,})\b")
+_PROJECT = re.compile(r"\b(?:project|projet|team|product|app|plan)\s+([A-Z][A-Za-z0-9-]+)")
+_PRODUCT = re.compile(r"\b((?:[A-Z][a-zA-Z]+|[a-z][A-Z][a-zA-Z]+)(?:\s[A-Z][a-zA-Z]+)?)\s((?:[A-Z]{0,3}\d+[A-Za-z0-9]*))"
+                      r"(?:\s(Pro|Max|Plus|Mini|Ultra|Air|Lite|SE))?\b")
+_PERSON = re.compile(r"(?:\b(?i:with|from|by|cc|ask|asked|call|called|contact|contacted|told|tell|thank|thanks|dear|"
+                     r"hi|hello|colleague|manager|agent|named)\s+(?:(?:Mr|Ms|Mrs|Dr|Prof)\.?\s+)?"
+                     r"|\b(?:Mr|Ms|Mrs|Dr|Prof)\.?\s+)([A-Z][a-z]+(?:\s[A-Z][a-z]+)?)\b")
+# Capitalised words that are not names or products (sentence starts, calendar words, units).
+_NOT_NAMES = frozenset("""
+the a an i we you he she they it this that these those my our your their his her its monday tuesday wednesday
+thursday friday saturday sunday january february march april may june july august september october november
+december today tomorrow yesterday support team customer service order ticket invoice version room floor step
+page chapter week day month year q1 q2 q3 q4 eur usd gbp chf jpy rs item items level phase gate terminal
+""".split())
+
+
+def extract_entities(text: str, *, limit: int = 8) -> list[str]:
+    """Entity tags found in (redacted) ``text``, in order of appearance, deduplicated, at most ``limit``.
+
+    Patterns: ``<kind> [no.|number|id] [#]ID`` → ``<kind>:<id>`` (order, ticket, invoice, booking...);
+    a code like ``ORD-123`` → ``id:ORD-123``; ``#8812`` → ``id:8812``; ``project Orion`` →
+    ``project:orion``; a capitalised name followed by a model number (``iPhone 15 Pro``,
+    ``Galaxy S23``) → ``product:...``; one or two capitalised words after a cue (with, from, by,
+    ask, call, contact, thanks, Dr....) → ``person:...``. Redaction placeholders (``[EMAIL]``) never
+    match: they are upper-case inside brackets.
+
+    >>> extract_entities("Order #8812 arrived broken; I spoke with Maria Lopez about the iPhone 15 Pro")
+    ['order:8812', 'person:maria lopez', 'product:iphone 15 pro']
+    """
+    found: list[tuple[int, str]] = []
+    taken: list[tuple[int, int]] = []
+
+    def add(start: int, end: int, tag: str) -> None:
+        if any(s < end and start < e for s, e in taken):
+            return
+        taken.append((start, end))
+        found.append((start, tag))
+
+    for m in _KIND_ID.finditer(text):
+        ident = m.group(2)
+        if any(c.isdigit() for c in ident):
+            add(m.start(), m.end(), f"{m.group(1).lower()}:{ident}")
+    for m in _CODE.finditer(text):
+        add(m.start(1), m.end(1), f"id:{m.group(1)}")
+    for m in _HASH_ID.finditer(text):
+        add(m.start(), m.end(), f"id:{m.group(1)}")
+    for m in _PROJECT.finditer(text):
+        if m.group(1).lower() not in _NOT_NAMES:
+            add(m.start(1), m.end(1), f"project:{m.group(1).lower()}")
+    for m in _PERSON.finditer(text):
+        words = [w for w in m.group(1).split() if w.lower() not in _NOT_NAMES]
+        if words and words == m.group(1).split():
+            add(m.start(1), m.end(1), f"person:{m.group(1).lower()}")
+    for m in _PRODUCT.finditer(text):
+        name = m.group(1)
+        if name.split()[0].lower() in _NOT_NAMES or any(w.lower() in _NOT_NAMES for w in name.split()):
+            continue
+        full = " ".join(g for g in m.groups() if g)
+        add(m.start(), m.end(), f"product:{full.lower()}")
+    found.sort()
+    return list(dict.fromkeys(t for _, t in found))[:limit]
+
+
+# ---------------------------------------------------------------------------------- the enricher
+@dataclass(frozen=True)
+class Enrichment:
+    """What enrichment decided for one memory (all fields optional: only what was switched on)."""
+
+    tone: ToneResult | None = None
+    intent: str | None = None
+    tags: tuple[str, ...] = ()
+
+    def fields(self, given: Mapping[str, Any]) -> dict[str, Any]:
+        """The write fields to add to a draft's ``given`` fields: ``tone`` unless given, tags and
+        flags appended, ``intent`` in the attributes (a caller's own ``intent`` attribute wins)."""
+        out: dict[str, Any] = {}
+        if self.tone is not None and not given.get("tone"):
+            out["tone"] = self.tone.label
+        if self.tone is not None and self.tone.urgent:
+            flags = list(given.get("flags") or [])
+            if Flag.urgent not in flags and "urgent" not in flags:
+                out["flags"] = flags + [Flag.urgent]
+        if self.tags:
+            tags = list(given.get("tags") or [])
+            out["tags"] = tags + [t for t in self.tags if t not in tags]
+        if self.intent is not None:
+            attrs = dict(given.get("attributes") or {})
+            attrs.setdefault("intent", self.intent)
+            out["attributes"] = attrs
+        return out
+
+
+class Enricher:
+    """Tone (prototypes or ``tone_fn``), intent and entities for one memory. Thread-safe.
+
+    The tone prototypes are embedded once per encoder (by ``encoder_id`` and dimension) on first use.
+    """
+
+    def __init__(self, config: EnrichConfig) -> None:
+        self.config = config
+        self._protos: dict[tuple[str, int], tuple[list[str], np.ndarray]] = {}
+        self._lock = threading.Lock()
+
+    def prototypes(self, embedder: Embedder) -> tuple[list[str], np.ndarray]:
+        """``(labels, unit prototype matrix)`` for ``embedder`` (computed once, then cached)."""
+        key = (embedder.encoder_id, embedder.dim)
+        with self._lock:
+            got = self._protos.get(key)
+            if got is None:
+                ex = self.config.tone_examples
+                labels = list(ex)
+                protos = [l2_normalize(embedder.encode(list(ex[lab]))).mean(axis=0) for lab in labels]
+                got = self._protos[key] = (labels, l2_normalize(np.stack(protos)))
+            return got
+
+    def tone(self, text: str, vector: np.ndarray | None, embedder: Embedder | None) -> ToneResult | None:
+        """The tone of ``text`` from its unit ``vector`` (``None`` without a vector or an encoder)."""
+        cfg = self.config
+        if cfg.tone_fn is not None:
+            res = cfg.tone_fn(text)
+            if not isinstance(res, ToneResult):
+                raise ValidationError(f"tone_fn must return a ToneResult, got {type(res).__name__}", field="tone_fn")
+            return res
+        if vector is None or embedder is None:
+            return None
+        labels, protos = self.prototypes(embedder)
+        if protos.shape[1] != vector.shape[0]:
+            raise ValidationError(f"embedding has dimension {vector.shape[0]} but the tone prototypes have "
+                                  f"{protos.shape[1]}", field="embedding")
+        sims = protos @ vector.astype(np.float32)
+        order = np.argsort(-sims)
+        margin = float(sims[order[0]] - sims[order[1]])
+        label = labels[int(order[0])] if margin >= cfg.tone_margin else cfg.neutral_label
+        return ToneResult(label, label in cfg.urgent_tones, round(margin, 6))
+
+    def entities(self, text: str) -> list[str]:
+        """Entity tags of ``text`` (``entity_fn`` when given, else :func:`extract_entities`)."""
+        cfg = self.config
+        if cfg.entity_fn is None:
+            return extract_entities(text, limit=cfg.max_entity_tags)
+        got = cfg.entity_fn(text)
+        if isinstance(got, str) or not all(isinstance(t, str) for t in got):
+            raise ValidationError("entity_fn must return a list of strings", field="entity_fn")
+        return [t.strip() for t in got if t.strip()][:cfg.max_entity_tags]
+
+    def enrich(self, text: str, embed: Callable[[], np.ndarray | None], embedder: Embedder | None) -> Enrichment:
+        """Tone, intent and entities of the redacted ``text``, as switched on in the config."""
+        cfg = self.config
+        tone = intent = None
+        if cfg.tone:
+            tone = self.tone(text, embed() if cfg.tone_fn is None else None, embedder)
+            intent = intent_of(text)
+        tags = tuple(self.entities(text)) if cfg.entities else ()
+        return Enrichment(tone, intent, tags)
+
+
+# ---------------------------------------------------------------------------- corroboration
+_NUM = re.compile(r"(\d[\d,]*(?:\.\d+)?)\s*(k|m|bn|%)?(?![\w])", re.I)
+_MONTHS = ("january february march april may june july august september october november december "
+           "jan feb mar apr jun jul aug sep sept oct nov dec monday tuesday wednesday thursday friday saturday "
+           "sunday mon tue wed thu fri sat sun today tomorrow yesterday").split()
+_MONTH = re.compile(rf"\b({'|'.join(_MONTHS)})\b", re.I)
+_COPULA = re.compile(r"\s(?:is|are|was|were|will be|has been|have been|costs?|equals?|totals?|=|:|set to|"
+                     r"moved to|changed to|becomes|became)\s", re.I)
+_NEG = re.compile(r"\b(?:not|no|never|none|cannot|can't|won't|isn't|aren't|wasn't|weren't|don't|doesn't|didn't)\b",
+                  re.I)
+_WORD = re.compile(r"[a-z0-9]+")
+_STOP = frozenset("""the a an of for to in on at our my your their his her its this that these those now currently
+actually still new total is are was were be been will has have and or with by from about as per s""".split())
+_MULT = {"k": 1e3, "m": 1e6, "bn": 1e9}
+
+
+@dataclass(frozen=True)
+class Claim:
+    """``subject`` words and ``values`` (numbers, amounts, dates, ids) of ``<subject> is <value>``."""
+
+    subject: frozenset[str]
+    values: frozenset[str]
+
+
+def claim_of(text: str) -> Claim | None:
+    """The claim a memory makes, or ``None`` when it has no ``<subject> <copula> <value>`` shape
+    with a number, an amount or a date in the value.
+
+    Numbers are normalised (``40k`` = ``40,000`` = ``40000``; ``%`` kept), month and day names
+    lower-cased; the subject is its content words (stop words, ``'s`` dropped).
+
+    >>> c = claim_of("Budget for project Orion is now 40k EUR")
+    >>> sorted(c.subject), sorted(c.values)
+    (['budget', 'orion', 'project'], ['40000'])
+    """
+    m = _COPULA.search(text)
+    if m is None:
+        return None
+    subject, value = text[:m.start()], text[m.end():]
+    values: set[str] = set()
+    for n in _NUM.finditer(value):
+        try:
+            x = float(n.group(1).replace(",", ""))
+        except ValueError:
+            continue
+        unit = (n.group(2) or "").lower()
+        if unit == "%":
+            values.add(f"{x:g}%")
+        else:
+            values.add(f"{x * _MULT.get(unit, 1):.10g}")
+    values |= {w.lower()[:3] for w in _MONTH.findall(value)}
+    words = {w for w in _WORD.findall(subject.lower().replace("'s", "")) if w not in _STOP}
+    if not values or not words:
+        return None
+    return Claim(frozenset(words), frozenset(values))
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """How a new memory relates to its stored neighbours (ids in similarity order)."""
+
+    agrees: tuple[str, ...] = ()
+    independent: tuple[str, ...] = ()
+    contradicts: tuple[str, ...] = ()
+    confidence: float | None = None
+
+
+def _same_subject(a: Claim, b: Claim) -> bool:
+    return len(a.subject & b.subject) / len(a.subject | b.subject) >= 0.6
+
+
+def _source(rec: MemIR) -> tuple[str, str | None]:
+    return rec.provenance.type.value, rec.provenance.source_entity
+
+
+def judge(new: MemIR, neighbours: Sequence[tuple[MemIR, float]], config: EnrichConfig) -> Judgement:
+    """Compare ``new`` with stored ``neighbours`` (``(record, cosine)`` pairs of the same scope).
+
+    The rule, per neighbour:
+
+    - **contradicts** when the cosine is at least ``claim_similarity`` and both make a claim
+      (:func:`claim_of`) about the same subject (Jaccard of subject words ≥ 0.6) with different
+      values; or when the cosine is at least ``agree_similarity`` and exactly one of them is
+      negated (not, never, can't...);
+    - else **agrees** when the cosine is at least ``agree_similarity``, or both claim the same
+      values about the same subject (and the cosine is at least ``claim_similarity``).
+
+    An agreeing neighbour is **independent** when its source — ``(source_type, source_entity)`` —
+    differs from the new memory's; only independent sources raise confidence
+    (:func:`corroborated_confidence`), each source counted once, at its highest confidence. A
+    memory repeating its own source is linked but proves nothing new.
+    """
+    mine = claim_of(new.content)
+    neg = bool(_NEG.search(new.content))
+    src = _source(new)
+    agrees, contra = [], []
+    best: dict[tuple[str, str | None], float] = {}
+    for rec, sim in neighbours:
+        if rec.id == new.id:
+            continue
+        theirs = claim_of(rec.content) if sim >= config.claim_similarity else None
+        same = mine is not None and theirs is not None and _same_subject(mine, theirs)
+        if (same and mine is not None and theirs is not None and mine.values != theirs.values) or (
+                sim >= config.agree_similarity and neg != bool(_NEG.search(rec.content))):
+            contra.append(rec.id)
+        elif sim >= config.agree_similarity or same:
+            agrees.append(rec.id)
+            if _source(rec) != src:
+                best[_source(rec)] = max(best.get(_source(rec), 0.0), rec.metadata.confidence)
+    independent = tuple(r.id for r, _ in neighbours if r.id in agrees and _source(r) != src)
+    conf = corroborated_confidence(new.metadata.confidence, list(best.values()), config) if best else None
+    return Judgement(tuple(agrees), independent, tuple(contra), conf)
+
+
+def corroborated_confidence(confidence: float, sources: Sequence[float], config: EnrichConfig) -> float:
+    """Noisy-OR over independent sources, capped: ``c' = 1 − (1 − c) · Π_s (1 − w · c_s)``, at most
+    ``max_confidence`` and never below ``c`` (``w`` = ``evidence_weight``, ``c_s`` = the best
+    confidence among source ``s``'s agreeing memories).
+
+    >>> round(corroborated_confidence(0.7, [0.9], EnrichConfig()), 3)  # one ingested document agrees
+    0.835
+    >>> corroborated_confidence(0.95, [0.95, 0.95, 0.95], EnrichConfig())   # capped
+    0.99
+    """
+    doubt = 1.0 - confidence
+    for c in sources:
+        doubt *= 1.0 - config.evidence_weight * c
+    return round(max(confidence, min(config.max_confidence, 1.0 - doubt)), 6)
+
+
+def link_attributes(attributes: Mapping[str, Any], key: str, ids: Sequence[str]) -> dict[str, Any]:
+    """``attributes`` with ``ids`` added to the comma-separated id list under ``key``."""
+    out = dict(attributes)
+    have = [x for x in str(out.get(key) or "").split(",") if x]
+    out[key] = ",".join(dict.fromkeys(have + list(ids)))
+    return out
+
+
+def with_link(record: MemIR, other_id: str, kind: LinkKind) -> MemIR:
+    """``record`` linked to ``other_id``: added to ``metadata.related`` and to the comma-separated
+    ``attributes[kind]`` (what a stored memory gets when a newer one agrees with or contradicts it)."""
+    md = record.metadata
+    related = list(dict.fromkeys([*md.related, other_id]))
+    return record.model_copy(update={"metadata": md.model_copy(update={
+        "related": related, "attributes": link_attributes(md.attributes, kind, [other_id])})})
+
+
+def linked_ids(record: MemIR) -> list[str]:
+    """The memories ``record`` is linked to by corroboration (its ``corroborated_by`` and ``contradicts``)."""
+    attrs = record.metadata.attributes
+    return list(dict.fromkeys(i for k in ("corroborated_by", "contradicts") for i in str(attrs.get(k) or "").split(",")
+                              if i))
+
+
+def without_links(record: MemIR, gone: Sequence[str]) -> MemIR | None:
+    """``record`` with the ids ``gone`` removed from ``related`` and from its link attributes (an emptied
+    list drops the attribute), or ``None`` when it mentions none of them (forgetting leaves no id behind)."""
+    drop = set(gone)
+    md = record.metadata
+    attrs = dict(md.attributes)
+    for k in ("corroborated_by", "contradicts"):
+        if k in attrs:
+            keep = [i for i in str(attrs[k] or "").split(",") if i and i not in drop]
+            if keep:
+                attrs[k] = ",".join(keep)
+            else:
+                del attrs[k]
+    related = [i for i in md.related if i not in drop]
+    if related == md.related and attrs == md.attributes:
+        return None
+    return record.model_copy(update={"metadata": md.model_copy(update={"related": related, "attributes": attrs})})

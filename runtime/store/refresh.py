@@ -1,0 +1,95 @@
+"""Semantic refresh (seed 001, pitfall 3: semantic drift): query mixing and re-encoding with context.
+
+Two ways to let the conversation's context shape what a memory means:
+
+- **at recall** (:func:`mix_query`): the query vector becomes ``normalize((1 - w)·q + w·s)``, with
+  ``s`` the scope's live recent-context vector (unit mean of its last ``policy.recent_window``
+  memories, the same vector retention scores with). ``w`` = ``Scope.recall(session_mix=...)``,
+  default ``StoreConfig.recall_session_mix`` (0: off). 0.2 lets the current conversation break
+  near-ties without overriding the question;
+- **at rest** (``Scope.refresh``, ``memir refresh``): an old memory's vector becomes
+  ``normalize(embed(content) + w·s_session)``, with ``s_session`` the unit mean of the content
+  embeddings of every memory of *its* session — a terse "yes, book it" then sits near the topic it
+  answered. Behind a policy: only memories whose event time is older than N days, that belong to a
+  session, are not redacted placeholders, and do not already carry the marker of this encoder and
+  weight (:func:`refresh_marker`, stored beside the vector). Re-running is a no-op; a new encoder
+  (``memir reembed``) or a new weight makes them eligible again. All-or-nothing per batch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import ValidationError
+
+__all__ = ["DEFAULT_REFRESH_WEIGHT", "RefreshReport", "check_weight", "mix_query", "refresh_marker",
+           "refreshed_vectors", "unit"]
+
+DEFAULT_REFRESH_WEIGHT = 0.3
+"""``w`` of ``Scope.refresh``: the session centroid counts 0.3 against the memory's own text, so the
+memory still matches its own words first (cosine to its plain vector stays ≥ 0.95 at w = 0.3)."""
+
+
+@dataclass(frozen=True)
+class RefreshReport:
+    """What :meth:`Scope.refresh` did (or, with ``dry_run``, would do).
+
+    Attributes:
+        refreshed: ids whose vectors were re-encoded with their session context.
+        already: old memories already refreshed with this encoder and weight (skipped).
+        no_session: old memories without a session (nothing to mix in; skipped).
+        marker: the marker written beside each refreshed vector (encoder id and weight).
+        dry_run: nothing was written; ``refreshed`` lists what a real run would re-encode.
+    """
+
+    refreshed: list[str]
+    already: int
+    no_session: int
+    marker: str
+    dry_run: bool
+
+    def summary(self) -> dict[str, object]:
+        return {"refreshed": len(self.refreshed), "already": self.already, "no_session": self.no_session,
+                "marker": self.marker, "dry_run": self.dry_run}
+
+
+def check_weight(w: object, field: str, *, upper: float) -> float:
+    """``w`` as a float in ``[0, upper)``; a typed error naming ``field`` otherwise."""
+    if isinstance(w, bool) or not isinstance(w, (int, float)) or not 0.0 <= float(w) < upper:
+        raise ValidationError(f"{field} must be a number in [0, {upper:g}), got {w!r}", field=field)
+    return float(w)
+
+
+def unit(v: np.ndarray) -> np.ndarray:
+    """``v`` scaled to unit length (rows, for a matrix); zero rows stay zero."""
+    v = np.asarray(v, dtype=np.float32)
+    n = np.linalg.norm(v, axis=-1, keepdims=True)
+    return (v / np.maximum(n, 1e-12)).astype(np.float32)
+
+
+def mix_query(q: np.ndarray, recent: np.ndarray | None, w: float) -> np.ndarray:
+    """``normalize((1 - w)·q + w·recent)``; ``q`` unchanged when ``w`` is 0 or there is no context."""
+    if w == 0.0 or recent is None:
+        return q
+    return unit((1.0 - w) * unit(q) + w * unit(recent))
+
+
+def refresh_marker(encoder_id: str, weight: float) -> str:
+    """The marker of a vector refreshed with ``encoder_id`` at ``weight`` (``<encoder>|w=0.3``)."""
+    return f"{encoder_id}|w={round(weight, 6):g}"
+
+
+def refreshed_vectors(own: np.ndarray, sessions: list[str], members: dict[str, np.ndarray],
+                      weight: float) -> np.ndarray:
+    """``normalize(own_i + weight·centroid(session_i))`` per row.
+
+    Args:
+        own: unit content embeddings of the memories to refresh (one row each).
+        sessions: each row's session id.
+        members: per session, the unit content embeddings of all its memories.
+    """
+    cent = {s: unit(m.mean(axis=0)) for s, m in members.items()}
+    mix = np.stack([cent[s] for s in sessions]) if sessions else np.zeros_like(own)
+    return unit(unit(own) + weight * mix)

@@ -56,6 +56,19 @@ def now() -> datetime:
     return NOW
 
 
+@pytest.fixture(scope="session")
+def onnx_encoder() -> Any:
+    """The real ONNX all-MiniLM-L6-v2 encoder, loaded once; the test is skipped where it is not
+    exported (``make encoder``)."""
+    from runtime.encoders import load_default_embedder
+    from runtime.errors import EncoderUnavailableError
+
+    try:
+        return load_default_embedder()
+    except EncoderUnavailableError:
+        pytest.skip("the ONNX encoder is not exported here (make encoder)")
+
+
 BACKENDS = ("sqlite", "postgres")
 
 

@@ -12,7 +12,7 @@ from typing import Any
 from ..record.memir import MemIR
 
 __all__ = ["COLUMNS", "N_COLUMNS", "READ_COLS", "body_json", "from_ts", "half_life_seconds", "record_to_row",
-           "row_to_record", "ts"]
+           "row_to_record", "ts", "with_tags"]
 
 COLUMNS = ("id, user_id, agent_id, seq, tier, source_type, session_id, active_role, sub_role, dialog_role, "
            "task_id, created_at, event_time, expires_at, confidence, half_life_s, sensitivity, access_count, "
@@ -55,6 +55,15 @@ def record_to_row(r: MemIR, seq: int, tier: str = "working") -> tuple[Any, ...]:
 def body_json(r: MemIR) -> str:
     """The record's JSON body as stored (usage lives in its own columns)."""
     return r.model_dump_json(exclude={"usage"})
+
+
+def with_tags(r: MemIR, tags: list[str] | tuple[str, ...]) -> MemIR | None:
+    """The record with ``tags`` appended (those it lacks, in order), or ``None`` if it has them all
+    (``Scope.tag``: the one change a stored record's tags may get)."""
+    new = [t for t in dict.fromkeys(tags) if t not in r.metadata.tags]
+    if not new:
+        return None
+    return r.model_copy(update={"metadata": r.metadata.model_copy(update={"tags": [*r.metadata.tags, *new]})})
 
 
 def row_to_record(record_json: str, access_count: int, last_accessed_at: float | None,

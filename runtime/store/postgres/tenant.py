@@ -23,7 +23,7 @@ from ...errors import EncoderMismatchError, ValidationError
 from ...record.memir import Flag, MemIR
 from ..backend import LoggedDecision, ScopeLogs, ScopeRow, StoredRow
 from ..filters import MemoryFilter
-from ..rows import COLUMNS, N_COLUMNS, READ_COLS, body_json, record_to_row, row_to_record, ts
+from ..rows import COLUMNS, N_COLUMNS, READ_COLS, body_json, record_to_row, row_to_record, ts, with_tags
 from ..write_checks import BatchNames, check_references, unique_ids
 from .db import PgDB
 
@@ -200,21 +200,15 @@ class PgTenant:
         ``SqliteTenant.add_tags``). Other scopes' ids match nothing (tenant clause and row-level security)."""
         if not memory_ids or not tags:
             return 0
-        t, tp = self.clause()
         changed = 0
         with self.tx() as conn:
-            rows = conn.execute(f"SELECT m.rowid, {READ_COLS} FROM memories m WHERE {t} AND m.id = ANY(%s) "
-                                f"ORDER BY m.rowid FOR UPDATE", [*tp, list(memory_ids)]).fetchall()
             tag_rows: list[tuple[int, str]] = []
-            for rowid, *rest in rows:
-                rec = row_to_record(*rest)
-                new_tags = [x for x in dict.fromkeys(tags) if x not in rec.metadata.tags]
-                if not new_tags:
+            for rowid, rec in self._locked(conn, memory_ids):
+                tagged = with_tags(rec, list(tags))
+                if tagged is None:
                     continue
-                body = body_json(rec.model_copy(update={"metadata": rec.metadata.model_copy(
-                    update={"tags": [*rec.metadata.tags, *new_tags]})}))
-                conn.execute(f"UPDATE memories m SET record = %s WHERE {t} AND m.rowid = %s", [body, *tp, rowid])
-                tag_rows += [(rowid, x) for x in new_tags]
+                self._rewrite(conn, rowid, tagged)
+                tag_rows += [(rowid, x) for x in tagged.metadata.tags[len(rec.metadata.tags):]]
                 changed += 1
             if tag_rows:
                 with conn.cursor() as cur:
@@ -228,14 +222,23 @@ class PgTenant:
         by_target: dict[str, list[tuple[str, LinkKind]]] = {}
         for target, new_id, kind in links:
             by_target.setdefault(target, []).append((new_id, kind))
-        t, tp = self.clause()
-        rows = conn.execute(f"SELECT m.rowid, {READ_COLS} FROM memories m WHERE {t} AND m.id = ANY(%s) "
-                            f"ORDER BY m.rowid FOR UPDATE", [*tp, list(by_target)]).fetchall()
-        for rowid, *rest in rows:
-            rec = row_to_record(*rest)
+        for rowid, rec in self._locked(conn, list(by_target)):
             for new_id, kind in by_target[rec.id]:
                 rec = with_link(rec, new_id, kind)
-            conn.execute(f"UPDATE memories m SET record = %s WHERE {t} AND m.rowid = %s", [body_json(rec), *tp, rowid])
+            self._rewrite(conn, rowid, rec)
+
+    def _locked(self, conn: Any, memory_ids: Sequence[str]) -> list[tuple[int, MemIR]]:
+        """Inside a transaction: this scope's records ``memory_ids``, locked in rowid order (so
+        concurrent rewriters never deadlock), with their rowids."""
+        t, tp = self.clause()
+        rows = conn.execute(f"SELECT m.rowid, {READ_COLS} FROM memories m WHERE {t} AND m.id = ANY(%s) "
+                            f"ORDER BY m.rowid FOR UPDATE", [*tp, list(memory_ids)]).fetchall()
+        return [(rowid, row_to_record(*rest)) for rowid, *rest in rows]
+
+    def _rewrite(self, conn: Any, rowid: int, rec: MemIR) -> None:
+        """Inside a transaction: store a changed record body (tags, links) under the tenant clause."""
+        t, tp = self.clause()
+        conn.execute(f"UPDATE memories m SET record = %s WHERE {t} AND m.rowid = %s", [body_json(rec), *tp, rowid])
 
     @retried
     def drop_links(self, memory_ids: Sequence[str], gone: Sequence[str]) -> int:
@@ -243,16 +246,12 @@ class PgTenant:
         transaction, rows locked in rowid order; returns how many changed (see ``SqliteTenant.drop_links``)."""
         if not memory_ids or not gone:
             return 0
-        t, tp = self.clause()
         changed = 0
         with self.tx() as conn:
-            rows = conn.execute(f"SELECT m.rowid, {READ_COLS} FROM memories m WHERE {t} AND m.id = ANY(%s) "
-                                f"ORDER BY m.rowid FOR UPDATE", [*tp, list(memory_ids)]).fetchall()
-            for rowid, *rest in rows:
-                new = without_links(row_to_record(*rest), gone)
+            for rowid, rec in self._locked(conn, memory_ids):
+                new = without_links(rec, gone)
                 if new is not None:
-                    conn.execute(f"UPDATE memories m SET record = %s WHERE {t} AND m.rowid = %s",
-                                 [body_json(new), *tp, rowid])
+                    self._rewrite(conn, rowid, new)
                     changed += 1
         return changed
 

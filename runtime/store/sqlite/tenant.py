@@ -22,7 +22,7 @@ from ...errors import EncoderMismatchError, ValidationError
 from ...record.memir import Flag, MemIR
 from ..backend import LoggedDecision, ScopeLogs, ScopeRow, StoredRow
 from ..filters import MemoryFilter
-from ..rows import COLUMNS, N_COLUMNS, READ_COLS, body_json, record_to_row, row_to_record, ts
+from ..rows import COLUMNS, N_COLUMNS, READ_COLS, body_json, record_to_row, row_to_record, ts, with_tags
 from ..write_checks import BatchNames, check_references, unique_ids
 from .db import SqliteDB
 
@@ -181,14 +181,12 @@ class SqliteTenant:
                                     f"AND m.id IN ({','.join('?' * len(chunk))})", tp + chunk).fetchall()
                 for rowid, *rest in rows:
                     rec = row_to_record(*rest)
-                    new_tags = [x for x in dict.fromkeys(tags) if x not in rec.metadata.tags]
-                    if not new_tags:
+                    tagged = with_tags(rec, list(tags))
+                    if tagged is None:
                         continue
-                    body = body_json(rec.model_copy(update={"metadata": rec.metadata.model_copy(
-                        update={"tags": [*rec.metadata.tags, *new_tags]})}))
-                    conn.execute("UPDATE memories SET record = ? WHERE rowid = ?", (body, rowid))
+                    conn.execute("UPDATE memories SET record = ? WHERE rowid = ?", (body_json(tagged), rowid))
                     conn.executemany("INSERT OR IGNORE INTO memory_tags(mem_rowid, tag) VALUES (?,?)",
-                                     [(rowid, x) for x in new_tags])
+                                     [(rowid, x) for x in tagged.metadata.tags[len(rec.metadata.tags):]])
                     changed += 1
             if changed:
                 self.db.bump_vector_epoch(conn)

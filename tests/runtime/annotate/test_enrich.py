@@ -29,14 +29,8 @@ from tests.runtime.annotate.enrich_cases import ENTITY_DEV, ENTITY_TEST, TONE_DE
 
 
 @pytest.fixture(scope="module")
-def encoder() -> Any:
-    from runtime.encoders import load_default_embedder
-    from runtime.errors import EncoderUnavailableError
-
-    try:
-        return load_default_embedder()
-    except EncoderUnavailableError:
-        pytest.skip("the ONNX encoder is not exported here (make encoder)")
+def encoder(onnx_encoder: Any) -> Any:
+    return onnx_encoder
 
 
 # ------------------------------------------------------------------------------------- tone

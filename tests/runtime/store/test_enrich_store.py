@@ -18,14 +18,8 @@ ON = StoreConfig(annotate=AssemblerConfig(enrich=EnrichConfig(tone=True, entitie
 
 
 @pytest.fixture(scope="module")
-def encoder() -> Any:
-    from runtime.encoders import load_default_embedder
-    from runtime.errors import EncoderUnavailableError
-
-    try:
-        return load_default_embedder()
-    except EncoderUnavailableError:
-        pytest.skip("the ONNX encoder is not exported here (make encoder)")
+def encoder(onnx_encoder: Any) -> Any:
+    return onnx_encoder
 
 
 @pytest.fixture

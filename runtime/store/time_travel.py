@@ -1,8 +1,9 @@
 """Time travel: the memories a retention decision saw, as they were (``Scope.memories_at``).
 
 A decision logs, per item, what the solver did and the utility it used — never the content. The
-content comes from the store: records are immutable (a correction is a new record; usage counters
-live beside them), so a memory still present has the content it had at the decision. Two things
+content comes from the store: a record's content never changes (a correction is a new record; usage
+counters live beside them; ``Scope.tag`` and corroboration links add tags and links but never touch
+the content), so a memory still present has the content it had at the decision. Two things
 change a record: forgetting deletes it (its id in the decision log becomes an unlinkable
 tombstone), and a forget cascade can leave a redacted placeholder. Either way the answer says so
 and carries no content: deletion is complete, time travel never resurrects a forgotten memory.
@@ -40,7 +41,8 @@ class MemoryAt(BaseModel):
         tier_now: ``working`` / ``archive`` today, ``None`` when it is no longer stored.
         kept, action, reason: the solver's answer and what applying it did.
         utility: the utility the decision computed (model utility + rule bonuses); model_utility alone.
-        record: the stored record when ``now`` is ``present`` (tags, roles, provenance).
+        record: the stored record when ``now`` is ``present`` (roles, provenance; tags and links as
+            they are now).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)

@@ -3,7 +3,8 @@
 ``checkpoints/`` is where training writes models (``make train`` promotes the best one to
 ``checkpoints/utilitynet.onnx``). A wheel has no repository around it, so building it copies the
 promoted model and its card into ``runtime/checkpoints/``, where :func:`runtime.scoring.default_model_path`
-finds them. Everything else is declared in ``pyproject.toml``.
+finds them — and the role-weight model and its card (``python -m train.roles``), where
+:func:`runtime.scoring.roles.default_role_model_path` finds them. Everything else is declared in ``pyproject.toml``.
 """
 
 import shutil
@@ -12,7 +13,7 @@ from pathlib import Path
 from setuptools import setup
 from setuptools.command.build_py import build_py
 
-SHIPPED = ("utilitynet.onnx", "model_card.json")
+SHIPPED = ("utilitynet.onnx", "model_card.json", "role_weights.onnx", "role_weights.json")
 
 
 class BuildPyWithModel(build_py):

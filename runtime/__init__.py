@@ -33,7 +33,7 @@ _EXPORTS = {
     # retention
     "RetentionPolicy": ".retention", "Triggers": ".retention", "RetentionDecision": ".retention",
     "MemoryExplanation": ".retention", "RuleSet": ".retention", "load_rules": ".retention",
-    "DEFAULT_RULES": ".retention", "TaskCapacity": ".retention",
+    "DEFAULT_RULES": ".retention", "TaskCapacity": ".retention", "SummaryPolicy": ".retention",
     # scoring
     "Scorer": ".scoring", "UtilityScorer": ".scoring", "FakeScorer": ".scoring", "ScoringContext": ".scoring",
     # errors
@@ -62,6 +62,7 @@ if TYPE_CHECKING:
         RetentionDecision,
         RetentionPolicy,
         RuleSet,
+        SummaryPolicy,
         TaskCapacity,
         Triggers,
         load_rules,
@@ -88,7 +89,7 @@ __all__ = [
     "ForgetReport", "Hit", "MemIR", "MemirError", "MemoryExplanation", "MemoryStore", "Metadata", "Provenance",
     "RecordConfig", "RetentionDecision", "RetentionPolicy", "RoleConfig", "RoleContext", "RuleSet", "Scope",
     "ScoreBreakdown", "Scorer", "ScoringContext", "Sensitivity", "SessionConfig", "SourceType", "StoreConfig",
-    "TaskCapacity", "Triggers", "Usage", "UtilityScorer", "Version", "WriteFields", "extract_candidates",
+    "SummaryPolicy", "TaskCapacity", "Triggers", "Usage", "UtilityScorer", "Version", "WriteFields", "extract_candidates",
     "format_context", "load_rules",
 ]
 __version__ = "0.2.0"

@@ -97,3 +97,16 @@ def test_readme_enrich_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPa
                                     capsys: pytest.CaptureFixture[str]) -> None:
     assert _run_block("enrich", tmp_path, monkeypatch, capsys).splitlines() == [
         "0.895 True", "True frustrated ['order:8812']"]
+
+
+def test_readme_roles_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                   capsys: pytest.CaptureFixture[str]) -> None:
+    assert _run_block("roles", tmp_path, monkeypatch, capsys).splitlines() == [
+        "[('billing', 1.0), ('technical', 1.0)]", "[('technical', 1.11), ('billing', 1.0)]", "0.44"]
+
+
+def test_readme_summaries_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    assert _run_block("summaries", tmp_path, monkeypatch, capsys).splitlines() == [
+        "The Orion offsite is on 12 June in Lisbon, budget 40k EUR. Dana Kim books the venue; the confirmation code "
+        "is LX-2291.", "2 2", "summary:mon", "['summary']"]

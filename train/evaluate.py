@@ -16,6 +16,9 @@ Commands (``python -m train.evaluate COMMAND --help`` for each):
   one untyped pooled index: confusion rates, role consistency, citation accuracy, target recall@k,
   rumour over spec (:mod:`train.eval.confusion`); writes ``OUT.json``, ``OUT.md`` and ``OUT.png``.
 - ``all``: what ``make eval`` runs; writes ``OUT.json``, a Markdown summary and PNG plots next to it.
+- ``summaries``: session summaries on LongMemEval dev: the share of evidence turns whose key facts
+  survive in a working-tier summary once the raw turns are archived, vs lead/longest baselines
+  (:mod:`train.eval.summaries`); writes ``OUT.json`` and ``OUT.png``.
 - ``discovery``: type discovery on simulator episodes with a planted new category (warranty claims):
   purity and recall of the undescribed clusters, a plot next to ``OUT`` (:mod:`train.eval.discovery`).
 
@@ -157,7 +160,18 @@ def _parser() -> argparse.ArgumentParser:
     di.add_argument("--encoder", choices=("onnx", "hash"), default="onnx",
                     help="onnx = all-MiniLM-L6-v2 (production); hash = fast test double")
     di.add_argument("--out", default="reports/discovery.json")
-    for p in (lm, cv, lo, loo, sy, al, di):
+    sm = sub.add_parser("summaries", help="session summaries: evidence-turn fact coverage vs lead/longest baselines",
+                        description="Example: python -m train.evaluate summaries --out reports/summaries.json")
+    sm.add_argument("--file", default=None, help="a LongMemEval file (default: the oracle dev split)")
+    sm.add_argument("--questions", choices=("held-out", "all"), default="held-out",
+                    help="held-out = the dev questions the shipped utility model was not fit on (default)")
+    sm.add_argument("--limit", type=int, default=0, help="sample this many questions with --seed (0 = all)")
+    sm.add_argument("--seed", type=int, default=0)
+    sm.add_argument("--threshold", type=float, default=0.5, help="fact recall that counts as covered (default 0.5)")
+    sm.add_argument("--encoder", choices=("onnx", "hash"), default="onnx",
+                    help="onnx = all-MiniLM-L6-v2 (production); hash = fast test double")
+    sm.add_argument("--out", default="reports/summaries.json")
+    for p in (lm, cv, lo, loo, sy, al, di, sm):
         p.add_argument("--no-progress", action="store_true", help="no progress bars")
     for p in (lm, lo, loo):
         p.add_argument("--encoder", choices=("onnx", "hash"), default="onnx",
@@ -276,6 +290,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             write_json(out, payload)
             print("\n".join(f"min_cluster_size {k}: purity {v['purity']:.3f}, recall {v['recall']:.3f}, "
                              f"{v['undescribed']:.1f} undescribed clusters" for k, v in payload["summary"].items()))
+        elif args.cmd == "summaries":
+            from .eval import summaries as su
+            payload = su.evaluate_summaries(args.file or su.DEFAULT_FILE, limit=args.limit or None, seed=args.seed,
+                                            emb=embedder(args.encoder), threshold=args.threshold, progress=progress,
+                                            only=su.held_out_questions() if args.questions == "held-out" else None)
+            payload["args"].update({k: v for k, v in record.items() if v is not None and k != "encoder"})
+            write_json(args.out, payload)
+            su.plot_summaries(payload, Path(args.out).with_suffix(".png"))
+            print("\n".join(f"{m}: coverage {v['coverage']}, demoted coverage {v['coverage_demoted']}, mean fact "
+                             f"recall {v['mean_fact_recall']} (n={v['n']})" for m, v in payload["summary"].items()))
         elif args.cmd == "synthetic":
             res = evaluate_synthetic(args.episodes, args.capacities, args.policies, model=args.model,
                                      preset=args.preset, progress=progress)

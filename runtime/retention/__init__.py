@@ -3,6 +3,7 @@
 - :mod:`.solver` — the pure optimiser: :class:`RetentionProblem` -> :func:`solve` -> answer.
 - :mod:`.rules` — declarative rules over MemIR fields (YAML), compiled per decision.
 - :mod:`.policy` — :class:`RetentionPolicy` and its :class:`Triggers`: how and when a scope decides.
+- :mod:`.summary` — :class:`SummaryPolicy` and the extractive session summariser.
 - :mod:`.plan` — :class:`RetentionPlan`: the one road from records to a typed decision.
 - :mod:`.decision` — :class:`RetentionDecision`, :class:`MemoryExplanation` (pydantic).
 
@@ -37,11 +38,12 @@ from .solver import (
     solve,
     violations,
 )
+from .summary import SummaryPolicy, extract_summary, key_facts
 
 __all__ = [
     "DEFAULT_RULES", "REASON_CODES", "Action", "CapacityFn", "CompiledRules", "Explanation", "ItemDecision",
     "MemoryExplanation", "Method", "OnInfeasible", "Quota", "Reason", "RetentionDecision", "RetentionPlan",
-    "RetentionPolicy", "RetentionProblem", "RetentionResult", "RuleSet", "Status", "TaskCapacity", "Triggers",
-    "approx_tokens", "audit", "load_rules", "objective", "recent_context", "scoring_context", "solve",
-    "violations",
+    "RetentionPolicy", "RetentionProblem", "RetentionResult", "RuleSet", "Status", "SummaryPolicy", "TaskCapacity",
+    "Triggers", "approx_tokens", "audit", "extract_summary", "key_facts", "load_rules", "objective",
+    "recent_context", "scoring_context", "solve", "violations",
 ]

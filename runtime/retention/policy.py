@@ -26,6 +26,7 @@ from ..errors import ValidationError
 from ..record.memir import MemIR
 from .rules import DEFAULT_RULES, RuleSet, load_rules
 from .solver import Method, OnInfeasible
+from .summary import SummaryPolicy
 
 if TYPE_CHECKING:
     from ..scoring.protocol import Scorer
@@ -97,6 +98,8 @@ class RetentionPolicy:
         overflow_penalty: makes the capacity soft: each item kept beyond it costs this much utility.
         triggers: when retention runs by itself (:class:`Triggers`).
         recent_window: turns averaged into the recent-context vector the utility model sees.
+        summaries: session summaries at session end (:class:`~runtime.retention.SummaryPolicy`;
+            off by default). Its ``keep_rule`` adds an implication to :attr:`ruleset`.
     """
 
     capacity: int | CapacityFn | None = None
@@ -109,6 +112,7 @@ class RetentionPolicy:
     overflow_penalty: float | None = None
     triggers: Triggers = field(default_factory=Triggers)
     recent_window: int = 5
+    summaries: SummaryPolicy = field(default_factory=SummaryPolicy)
 
     def __post_init__(self) -> None:
         p: list[tuple[str, str]] = []
@@ -133,6 +137,8 @@ class RetentionPolicy:
             p.append(("triggers.watermark", "a fill watermark needs an integer capacity"))
         if isinstance(self.recent_window, bool) or not isinstance(self.recent_window, int) or self.recent_window < 1:
             p.append(("recent_window", f"must be an int >= 1, got {self.recent_window!r}"))
+        if not isinstance(self.summaries, SummaryPolicy):
+            p.append(("summaries", "must be a SummaryPolicy(...)"))
         if self.scorer is not None and not hasattr(self.scorer, "score"):
             p.append(("scorer", "must implement the Scorer protocol (name, score(records, embeddings, ctx))"))
         if p:
@@ -142,8 +148,11 @@ class RetentionPolicy:
 
     @property
     def ruleset(self) -> RuleSet:
-        """The compiled-ready rule set (the defaults when none was given)."""
-        return self.rules if isinstance(self.rules, RuleSet) else DEFAULT_RULES
+        """The compiled-ready rule set (the defaults when none was given), plus the summaries'
+        ``keep_rule`` implication when one is configured."""
+        base = self.rules if isinstance(self.rules, RuleSet) else DEFAULT_RULES
+        extra = self.summaries.implies_rule() if isinstance(self.summaries, SummaryPolicy) else None
+        return base if extra is None else base.model_copy(update={"implies": [*base.implies, extra]})
 
     def with_(self, **changes: Any) -> RetentionPolicy:
         """A copy with some fields changed (``None`` values are ignored: they mean "as configured")."""

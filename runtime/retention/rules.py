@@ -20,6 +20,7 @@ Example YAML::
       - {name: secrets after use, when: {sensitivity: [secret], flags: [used]}}
     implies:
       - {name: budget needs deadline, if: {tags: [budget]}, then: {tags: [deadline]}, same_tag_prefix: "project:"}
+      - {name: summary needs its sources, if: {tags: [summary]}, then: {}, relation: derived_from, direction: sources}
     excludes:
       - {name: superseded versions, relation: supersedes, prefer: newer}
     quotas:
@@ -165,6 +166,7 @@ class RuleView:
         expires_at: POSIX seconds, NaN = no TTL. confidence: float64.
         active_role, sub_role, tags: per item (``sub_role`` may be None).
         attributes: per item ``metadata.attributes`` (a mapping or None), or None = all empty.
+        derived_from: per item ``provenance.derived_from`` (ids), or None = none derived.
     """
 
     ids: Sequence[str]
@@ -179,6 +181,7 @@ class RuleView:
     sub_role: Sequence[str | None]
     tags: Sequence[Sequence[str]]
     attributes: Sequence[Mapping[str, Any] | None] | None = None
+    derived_from: Sequence[Sequence[str]] | None = None
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -192,7 +195,8 @@ class RuleView:
             confidence=self.confidence[start:stop], active_role=self.active_role[start:stop],
             sub_role=self.sub_role[start:stop], tags=self.tags[start:stop],
             attributes=None if self.attributes is None else (self.attributes[start:stop] if any(
-                self.attributes[start:stop]) else None))
+                self.attributes[start:stop]) else None),
+            derived_from=None if self.derived_from is None else self.derived_from[start:stop])
 
     def attribute(self, i: int, key: str) -> Any:
         """``metadata.attributes.get(key)`` of item ``i``."""
@@ -205,6 +209,7 @@ class RuleView:
         md = [r.metadata for r in records]
         rc = [r.role_context for r in records]
         attrs = [m.attributes or None for m in md]
+        derived = [list(r.provenance.derived_from) for r in records]
         return cls(
             ids=[r.id for r in records], content=[r.content for r in records],
             flags=np.array([flag_bits(m.flags) if m.flags else 0 for m in md], dtype=np.int64),
@@ -214,7 +219,8 @@ class RuleView:
             expires_at=timestamps([m.expires_at for m in md]),
             confidence=np.array([m.confidence for m in md], dtype=np.float64),
             active_role=[c.active_role for c in rc], sub_role=[c.sub_role for c in rc],
-            tags=[m.tags for m in md], attributes=attrs if any(attrs) else None)
+            tags=[m.tags for m in md], attributes=attrs if any(attrs) else None,
+            derived_from=derived if any(derived) else None)
 
 
 class ItemRule(_Strict):
@@ -228,13 +234,30 @@ class ItemRule(_Strict):
 
 class ImpliesRule(_Strict):
     """keep(a) ⇒ keep(b) for a matching ``if`` and b matching ``then`` that share a tag with
-    ``same_tag_prefix`` (e.g. the same ``project:orion``) or the same ``same_attribute`` value."""
+    ``same_tag_prefix`` (e.g. the same ``project:orion``) or the same ``same_attribute`` value.
+
+    ``relation: derived_from`` pairs records through ``provenance.derived_from`` instead (both must be
+    in the decision): ``direction: sources`` — keeping a keeps every record it derives from (a
+    summary is not kept without its citations); ``direction: derived`` — keeping a keeps every
+    record derived from it (a turn is not kept without its summary). At most one grouping. (``memir
+    score`` tables carry no parent ids: there the relation adds no pairs.)"""
 
     name: str
     if_: Match = Field(alias="if")
     then: Match
     same_tag_prefix: str | None = None
     same_attribute: str | None = None
+    relation: Literal["derived_from"] | None = None
+    direction: Literal["sources", "derived"] | None = None
+
+    @model_validator(mode="after")
+    def _one_grouping(self) -> "ImpliesRule":
+        given = [k for k in ("same_tag_prefix", "same_attribute", "relation") if getattr(self, k) is not None]
+        if len(given) > 1:
+            raise ValueError(f"give at most one of same_tag_prefix, same_attribute or relation, got {given}")
+        if (self.relation is None) != (self.direction is None):
+            raise ValueError("relation: derived_from needs direction: sources | derived (and direction needs it)")
+        return self
 
 
 class ExcludesRule(_Strict):
@@ -298,6 +321,9 @@ class RuleSet(_Strict):
         for ir in self.implies:
             a_idx = np.flatnonzero(ir.if_.mask(v, now)).tolist()
             b_idx = np.flatnonzero(ir.then.mask(v, now)).tolist()
+            if ir.relation == "derived_from":
+                c.implies += _derived_pairs(v, a_idx, b_idx, ir.direction == "sources", ir.name)
+                continue
             key = _grouper(v, ir.same_tag_prefix, ir.same_attribute)
             for a in a_idx:
                 ka = key(a)
@@ -343,6 +369,27 @@ class RuleSet(_Strict):
                 c.bonus[i] += bonus.add
                 c.bonus_reasons[i].append((bonus.name, bonus.add))
         return c
+
+
+def _derived_pairs(v: RuleView, a_idx: list[int], b_idx: list[int], to_sources: bool,
+                   name: str) -> list[tuple[int, int, str]]:
+    """``(a, b)`` implications along ``derived_from``: b is one of a's sources (``to_sources``), or
+    a is one of b's sources."""
+    if v.derived_from is None:
+        return []
+    pos = {x: k for k, x in enumerate(v.ids)}
+    bs = set(b_idx)
+    out: list[tuple[int, int, str]] = []
+    as_ = set(a_idx)
+    for d in (a_idx if to_sources else b_idx):  # d derives from each of its sources s
+        for src in v.derived_from[d]:
+            s = pos.get(src)
+            if s is None or s == d:
+                continue
+            a, b = (d, s) if to_sources else (s, d)
+            if a in as_ and b in bs:
+                out.append((a, b, f"{name} ({v.ids[a]}⇒{v.ids[b]})"))
+    return out
 
 
 def _grouper(v: RuleView, prefix: str | None, attr: str | None) -> Any:

@@ -35,6 +35,10 @@ class StoreConfig:
             0 (default) = off; 0.2 lets the conversation break near-ties (:mod:`runtime.store.refresh`).
         async_workers: threads behind the scopes' async methods (``awrite``, ``arecall``...): the
             blocking work of concurrent coroutines runs on them, never on the event loop.
+        dynamic_roles: recall weighs roles by the live context (``Scope.recall(dynamic_roles=...)``
+            overrides it): the role-weight model (:class:`runtime.scoring.roles.RoleWeigher`) maps
+            the query + recent context to weights over sub-roles, which raise the role-match factor
+            of memories of the context's sub-roles. Off by default (static role match only).
     """
 
     busy_timeout_ms: int = 5_000
@@ -47,6 +51,7 @@ class StoreConfig:
     exact_search_max: int = 20_000
     async_workers: int = 4
     recall_session_mix: float = 0.0
+    dynamic_roles: bool = False
 
     def __post_init__(self) -> None:
         problems = []
@@ -63,6 +68,8 @@ class StoreConfig:
         if isinstance(self.recall_session_mix, bool) or not isinstance(self.recall_session_mix, (int, float)) \
                 or not 0.0 <= self.recall_session_mix < 1.0:
             problems.append(("recall_session_mix", "must be a number in [0, 1)"))
+        if not isinstance(self.dynamic_roles, bool):
+            problems.append(("dynamic_roles", "must be a bool"))
         if self.candidate_pool < 1:
             problems.append(("candidate_pool", "must be >= 1"))
         if not isinstance(self.annotate, AssemblerConfig):

@@ -6,12 +6,15 @@ score = max(similarity, 0) × confidence × freshness_decay(age) × role_match
 - confidence: ``metadata.confidence`` (source authority);
 - freshness: ``0.5 ** (age / freshness_half_life)``, 1 when the memory does not decay;
 - role_match: ``1 + full_bonus`` when active role *and* sub-role match the caller's current role,
-  ``1 + partial_bonus`` when only the active role matches, 1 otherwise.
+  ``1 + partial_bonus`` when only the active role matches, 1 otherwise. With dynamic role weights
+  (``RankWeights.role_weights``, from :class:`runtime.scoring.roles.RoleWeigher`): a memory of
+  sub-role ``r`` gets ``max(static, 1 + full_bonus · w[r] / max(w))`` — bounded by the static
+  maximum, monotone in its weight — and the breakdown's ``role_weight`` shows ``w[r] / max(w)``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
 
@@ -27,10 +30,13 @@ class RankWeights:
     Attributes:
         full_role_bonus: multiplier bonus when active role and sub-role both match (0.25 → ×1.25).
         partial_role_bonus: bonus when only the active role matches.
+        role_weights: dynamic role weights ``{sub_role: w / max(w)}`` of this recall's context
+            (``None``: static role match only). Set by ``Scope.recall(dynamic_roles=True)``.
     """
 
     full_role_bonus: float = 0.25
     partial_role_bonus: float = 0.10
+    role_weights: Mapping[str, float] | None = None
 
 
 @dataclass(frozen=True)
@@ -42,9 +48,10 @@ class ScoreBreakdown:
     freshness: float
     role_match: float
     total: float
+    role_weight: float | None = None  # w[sub_role] / max(w) when dynamic role weights were used
 
     def as_dict(self) -> dict[str, float]:
-        return asdict(self)
+        return {k: v for k, v in asdict(self).items() if v is not None}
 
 
 @dataclass(frozen=True)
@@ -93,7 +100,11 @@ def score(similarity: float, confidence: float, half_life_s: float | None, event
     """One candidate's score from plain values (what recall reads from the store's columns)."""
     fresh = _decay(half_life_s, event_ts, now_ts)
     rm = _role(active_role, sub_role, current, w)
-    return ScoreBreakdown(similarity, confidence, fresh, rm, max(similarity, 0.0) * confidence * fresh * rm)
+    rw = None
+    if w.role_weights is not None:
+        rw = float(w.role_weights.get(sub_role, 0.0)) if sub_role is not None else 0.0
+        rm = max(rm, 1.0 + w.full_role_bonus * min(max(rw, 0.0), 1.0))
+    return ScoreBreakdown(similarity, confidence, fresh, rm, max(similarity, 0.0) * confidence * fresh * rm, rw)
 
 
 _SOURCE_LABEL = {
@@ -136,6 +147,8 @@ def format_context(hits: Sequence[Hit], *, now: datetime | None = None,
         sess = "current" if current_session and p.session_id == current_session else (p.session_id or "-")
         sens = r.metadata.sensitivity.value
         label = "" if sens == "none" else f" | sensitive: {sens}"  # redacted, but the model should know
+        if h.score.role_weight is not None:
+            label += f" | role weight: {h.score.role_weight:.2f}"
         lines.append(f"[Memory {i} - {_SOURCE_LABEL[p.type.value]} | role: {role} | session: {sess}{label}]")
         lines.append(f"Content: {r.content}")
         src = [f"{p.type.value}"]

@@ -27,11 +27,12 @@ Example:
 from __future__ import annotations
 
 import builtins
+import logging
 import math
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Unpack
@@ -51,8 +52,10 @@ from ..record.memir import ID_PATTERN, Flag, MemIR, RoleContext, utcnow
 from ..record.redaction import contains_sensitive
 from ..retention.decision import MemoryExplanation, RetentionDecision
 from ..retention.plan import RetentionPlan, recent_context, scoring_context
-from ..retention.policy import CapacityFn, Forgotten, RetentionPolicy
-from ..retention.rules import RuleSet
+from ..retention.policy import CapacityFn, Forgotten, RetentionPolicy, Triggers
+from ..retention.rules import ItemRule, Match, RuleSet
+from ..retention.summary import SUMMARY_SOURCE, SUMMARY_TAG, extract_summary
+from ..scoring.roles import RoleWeigher, context_vector, default_role_weigher
 from . import dumps
 from .backend import TenantBackend
 from .filters import RECALL_SENSITIVITY, FilterFields, MemoryFilter, build_filter
@@ -114,6 +117,7 @@ class Scope:
         self.agent_id = tenant.agent_id
         self.policy = policy
         self.weights = RankWeights()
+        self.role_weigher: RoleWeigher | None = None  # dynamic roles: None = the shipped model
 
     def __repr__(self) -> str:
         return f"Scope(user_id={self.user_id!r}, agent_id={self.agent_id!r})"
@@ -232,6 +236,8 @@ class Scope:
         now = max(r.event_time for r in recs)
         for s in closed:
             self.annotate_session(s, now=now)
+            if self.policy.summaries.enabled:
+                self._summarize_closed(s, now)
         if closed and self.policy.triggers.on_session_end:
             self._auto_retain(f"session_end:{closed[-1]}", now)
         self._after_write(since, now)
@@ -318,6 +324,74 @@ class Scope:
             return 0
         feats = session_features([recs[i] for i in live], vecs[live])
         return self._tenant.set_session_context([(recs[i].id, row) for i, row in zip(live, feats)])
+
+    def summarize_session(self, session_id: str, *, now: datetime | None = None) -> MemIR | None:
+        """Summarise one session now (closing a session does it when ``policy.summaries.enabled``):
+        returns the summary written, or ``None`` (fewer than ``min_turns`` working turns, or no text).
+
+        The session's working turns (summaries and redacted placeholders left out) are scored with
+        the scope's scorer and live context, exactly as a retention decision would, and
+        :func:`~runtime.retention.summary.extract_summary` (or the policy's ``summarizer`` hook, fed
+        the ``max_turns`` highest-utility turns in time order) makes the text. It is written like
+        any memory (validated, redacted, embedded) as a ``derived_inference`` tagged ``summary``,
+        ``source_entity="memir:summary"``, in the session, ``derived_from`` = the turns used. With
+        ``demote_sources`` those turns (except must-keep ones: pinned, core, user-confirmed) are
+        archived by a logged decision (trigger ``summary:<session>``, rule ``summarised into <id>``),
+        so :meth:`explain` says why; they stay recallable with ``tier="archive"``.
+        """
+        session_id = self._check_id(session_id, "session_id")
+        sp = self.policy.summaries
+        now = now or utcnow()
+        recs, vecs, steps = self._tenant.with_vectors(MemoryFilter(tier="working", sessions=[session_id]), now)
+        idx = [i for i, r in enumerate(recs) if Flag.placeholder not in r.metadata.flags
+               and SUMMARY_TAG not in r.metadata.tags and r.provenance.source_entity != SUMMARY_SOURCE]
+        if len(idx) < sp.min_turns:
+            return None
+        turns, tvecs, tsteps = [recs[i] for i in idx], vecs[idx], steps[idx]
+        scorer = self.policy.scorer or self._store.default_scorer()
+        live = self._live()
+        with live.lock:
+            goal, stage = live.goal_vector, live.stage
+        ctx = scoring_context(now=now, steps=tsteps, recent=recent_context(self._tenant.recent_vectors(
+            self.policy.recent_window)), goal=goal, stage=stage, session=self.session_context([r.id for r in turns]))
+        scoring = RetentionPlan(replace(self.policy, capacity=None, budget_tokens=None, triggers=Triggers()), scorer)
+        built = scoring.build(turns, tvecs, ctx)
+        utility = np.asarray(built.problem.utility, dtype=np.float64)
+        if sp.summarizer is not None:
+            top = sorted(sorted(range(len(turns)), key=lambda i: (-utility[i], i))[:sp.max_turns])
+            text = sp.summarizer([turns[i] for i in top])
+            if not isinstance(text, str):
+                raise ValidationError(f"the summarizer must return text, got {type(text).__name__}",
+                                      field="summaries.summarizer")
+            sources = [turns[i].id for i in top]
+        else:
+            text, sources = extract_summary(turns, utility, sp)
+        if not text.strip() or not sources:
+            return None
+        fields: dict[str, Any] = {"source_type": "derived_inference", "derived_from": sources,
+                                  "tags": [SUMMARY_TAG], "source_entity": SUMMARY_SOURCE, "session_id": session_id,
+                                  "timestamp": max(r.event_time for r in turns)}
+        p = self._prepare(text, None, fields, track=False, where="session summary: ")
+        self._tenant.insert([p.record], [p.vector], links=self._links(p))
+        last = self.session_context([turns[-1].id])
+        if len(last) and not np.isnan(last[0]).any():  # the summary sits at the end of its closed session
+            self._tenant.set_session_context([(p.record.id, last[0])])
+        self._live().working = None
+        if sp.demote_sources:
+            pos = {r.id: i for i, r in enumerate(turns)}
+            keep = self.policy.ruleset.compile(turns, now).must_keep
+            src = [pos[m] for m in sources if pos[m] not in keep]
+            if src:
+                demote = RetentionPlan(replace(self.policy, capacity=None, budget_tokens=None, triggers=Triggers(),
+                                               rules=RuleSet(must_forget=[ItemRule(
+                                                   name=f"summarised into {p.record.id}", when=Match(),
+                                                   action="archive")])), scorer)
+                sub = demote.build([turns[i] for i in src], tvecs[src], scoring_context(now=now, steps=tsteps[src]),
+                                   model_utility=np.asarray(built.model_utility)[src])
+                decision = demote.to_decision(sub, demote.solve(sub), at=now, user_id=self.user_id,
+                                              agent_id=self.agent_id, trigger=f"summary:{session_id}")
+                self._tenant.apply_decision(decision)
+        return p.record
 
     def session_context(self, ids: Sequence[str]) -> np.ndarray:
         """The stored session-context features of ``ids`` (row-aligned; NaN rows: session still open)."""
@@ -492,9 +566,21 @@ class Scope:
 
     def _close_session(self, session_id: str, now: datetime) -> RetentionDecision | None:
         self.annotate_session(session_id, now=now)
+        if self.policy.summaries.enabled:
+            self._summarize_closed(session_id, now)
         if self.policy.triggers.on_session_end:
             return self._auto_retain(f"session_end:{session_id}", now)
         return None
+
+    def _summarize_closed(self, session_id: str, now: datetime) -> None:
+        """The automatic summary of a closing session must never fail the write that closed it (a
+        summariser hook may call a remote LLM): a failure is logged, and the turns stay as they are
+        (nothing is written or archived unless the summary itself was written)."""
+        try:
+            self.summarize_session(session_id, now=now)
+        except Exception:  # noqa: BLE001 - logged with its traceback; the caller's write goes on
+            logging.getLogger(__name__).warning("summary of session %s failed; its turns are left as they are",
+                                                session_id, exc_info=True)
 
     def _supersede(self, rec: MemIR, history: History) -> None:
         old = rec.metadata.attributes.get("supersedes")
@@ -554,7 +640,7 @@ class Scope:
     def recall(self, query: str | np.ndarray, k: int = 5, *, context: RoleContext | None = None,
                now: datetime | None = None, explain: bool = False, update_usage: bool = True,
                candidates: int | None = None, session_mix: float | None = None,
-               **filters: Unpack[FilterFields]) -> builtins.list[Hit]:
+               dynamic_roles: bool | None = None, **filters: Unpack[FilterFields]) -> builtins.list[Hit]:
         """Typed filter → exact vector top-K over the rows that pass → SQL re-check → re-rank.
 
         Args:
@@ -569,6 +655,12 @@ class Scope:
                 of its last ``policy.recent_window`` memories) in the query: the search runs with
                 normalize((1-w)·q + w·s) (default ``StoreConfig.recall_session_mix``, 0 = off).
                 Similarities in the hits are to that mixed query.
+            dynamic_roles: weigh roles by the live context (default ``StoreConfig.dynamic_roles``):
+                the role-weight model (``scope.role_weigher``, default the shipped
+                :class:`~runtime.scoring.roles.RoleWeigher`) maps the context vector — unit mean of
+                the query and the recent-context vector — to weights ``w`` over sub-roles; a memory
+                of sub-role ``r`` gets role_match ``max(static, 1 + full_role_bonus · w[r]/max(w))``
+                and ``hit.score.role_weight = w[r]/max(w)``.
             **filters: :class:`~runtime.store.filters.FilterFields` — ``roles``, ``sub_roles``,
                 ``source_types``, ``sessions``, ``exclude_sessions``, ``since``, ``until``,
                 ``min_confidence``, ``sensitivity``, ``tags``, ``task_ids``, ``dialog_roles``,
@@ -594,10 +686,19 @@ class Scope:
             q = np.asarray(store.embedder.encode([query])[0], dtype=np.float32)
         else:
             q = check_vector(query, store.embedder)
-        if w > 0.0:
-            q = mix_query(q, recent_context(self._tenant.recent_vectors(self.policy.recent_window)), w)
+        dyn = store.config.dynamic_roles if dynamic_roles is None else dynamic_roles
+        if not isinstance(dyn, bool):
+            raise ValidationError("dynamic_roles must be a bool", field="dynamic_roles")
+        weights, role_weights = self.weights, None
+        if dyn or w > 0.0:
+            recent = recent_context(self._tenant.recent_vectors(self.policy.recent_window))
+            if dyn:
+                weigher = self.role_weigher or default_role_weigher(store.embedder.encoder_id)
+                role_weights = weigher.relative(context_vector(q, recent))
+                weights = RankWeights(self.weights.full_role_bonus, self.weights.partial_role_bonus, role_weights)
+            q = mix_query(q, recent, w)
         pool = max(k, candidates or store.candidate_pool)
-        res = self._tenant.search(flt, now, q, k=k, pool=pool, context=context, weights=self.weights,
+        res = self._tenant.search(flt, now, q, k=k, pool=pool, context=context, weights=weights,
                                   touch=update_usage)
         if explain and store.log_recalls:
             # the logged query is redacted: PII never reaches a log
@@ -605,6 +706,7 @@ class Scope:
             self._tenant.log_recall({
                 "query": qtext, "filters": flt.model_dump(mode="json", exclude_defaults=True), "at": now.isoformat(),
                 **({"session_mix": w} if w > 0.0 else {}),
+                **({"role_weights": {r: round(x, 6) for r, x in role_weights.items()}} if role_weights else {}),
                 "raw_top_k": [{"id": i, "similarity": round(s, 6)} for i, s in res.raw],
                 "final": [{"id": h.record.id, "raw_rank": h.raw_rank,
                            "score": {kk: round(vv, 6) for kk, vv in h.score.as_dict().items()}} for h in res.hits],
@@ -846,13 +948,14 @@ class Scope:
     async def arecall(self, query: str | np.ndarray, k: int = 5, *, context: RoleContext | None = None,
                       now: datetime | None = None, explain: bool = False, update_usage: bool = True,
                       candidates: int | None = None, session_mix: float | None = None,
-                      **filters: Unpack[FilterFields]) -> builtins.list[Hit]:
+                      dynamic_roles: bool | None = None, **filters: Unpack[FilterFields]) -> builtins.list[Hit]:
         """:meth:`recall`, awaitable; the queries of concurrent recalls share encoder calls."""
         aio = self._store.aio
         if isinstance(query, str) and query.strip() and not explain:  # an explained recall logs its text
             query = await aio.batcher.encode(query)
         return await aio.run(self.recall, query, k, context=context, now=now, explain=explain,
-                             update_usage=update_usage, candidates=candidates, session_mix=session_mix, **filters)
+                             update_usage=update_usage, candidates=candidates, session_mix=session_mix,
+                             dynamic_roles=dynamic_roles, **filters)
 
     async def aget(self, memory_id: str) -> MemIR:
         """:meth:`get`, awaitable."""

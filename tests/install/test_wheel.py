@@ -71,6 +71,14 @@ def test_the_lean_install_has_no_torch_and_no_train_package(lean: dict[str, Path
                 cwd=lean["root"], env=env_for(lean)).stdout.strip()
     assert "site-packages/runtime/checkpoints/utilitynet.onnx" in where
     assert Path(where).read_bytes() == (REPO / "checkpoints" / "utilitynet.onnx").read_bytes()
+    # so does the role-weight model with its card, and it loads (sha256 checked) without torch
+    code = ("from runtime.scoring.roles import RoleWeigher as R; w = R(); "
+            "print(w.path); print(len(w.labels))")
+    out = run([str(lean["py"]), "-c", code], cwd=lean["root"], env=env_for(lean)).stdout.split()
+    assert "site-packages/runtime/checkpoints/role_weights.onnx" in out[0]
+    for f in ("role_weights.onnx", "role_weights.json"):
+        assert (Path(out[0]).parent / f).read_bytes() == (REPO / "checkpoints" / f).read_bytes()
+    assert int(out[1]) == len(json.loads((REPO / "checkpoints" / "role_weights.json").read_text())["labels"])
 
 
 def test_readme_example_then_the_torch_free_encoder(lean: dict[str, Path]) -> None:

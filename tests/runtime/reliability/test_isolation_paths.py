@@ -115,6 +115,8 @@ def test_no_cli_command_given_a_user_shows_another_users_data(cli_store: Any, tm
         ["explain", db, a["ids"][1], "--user", "alice", "--agent", "a", "--json", "--verbose"],
         ["explain", db, a["decision"], "--user", "alice", "--agent", "a", "--json"],
         ["refresh", db, "--user", "alice", "--agent", "a", "--older-than", "0", "--json", "--verbose"],
+        ["types", "discover", db, "--user", "alice", "--agent", "a", "--min-cluster-size", "2", "--json"],
+        ["types", "discover", db, "--user", "alice", "--agent", "a", "--min-cluster-size", "2", "--verbose"],
     ]
     for argv in runs:
         code = cli.main(argv)

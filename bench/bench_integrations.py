@@ -44,7 +44,9 @@ def _text(i: int, rnd: int) -> str:
     return f"round {rnd} note {i}: {TOPICS[i % len(TOPICS)]} (item {i * 7919 % 1000})"
 
 
-async def _async_round(scope: Any, rnd: int) -> tuple[float, float, float]:
+async def with_heartbeat(work: Any) -> tuple[Any, float]:
+    """Await ``work`` while a 1 ms heartbeat measures the longest the event loop was held up:
+    ``(result, longest stall in seconds)``. (tests/integrations/test_async_scope.py uses it too.)"""
     lag = 0.0
     stop = asyncio.Event()
 
@@ -57,14 +59,24 @@ async def _async_round(scope: Any, rnd: int) -> tuple[float, float, float]:
 
     hb = asyncio.create_task(beat())
     await asyncio.sleep(0)
-    t0 = time.perf_counter()
-    await asyncio.gather(*(scope.awrite(_text(i, rnd), session_id=f"a{rnd}") for i in range(N_COROUTINES)))
-    t1 = time.perf_counter()
-    await asyncio.gather(*(scope.arecall(TOPICS[i % len(TOPICS)], k=5) for i in range(N_COROUTINES)))
-    t2 = time.perf_counter()
-    stop.set()
-    await hb
-    return t1 - t0, t2 - t1, lag
+    try:
+        out = await work
+    finally:
+        stop.set()
+        await hb
+    return out, lag
+
+
+async def _async_round(scope: Any, rnd: int) -> tuple[float, float, float]:
+    async def work() -> tuple[float, float]:
+        t0 = time.perf_counter()
+        await asyncio.gather(*(scope.awrite(_text(i, rnd), session_id=f"a{rnd}") for i in range(N_COROUTINES)))
+        t1 = time.perf_counter()
+        await asyncio.gather(*(scope.arecall(TOPICS[i % len(TOPICS)], k=5) for i in range(N_COROUTINES)))
+        return t1 - t0, time.perf_counter() - t1
+
+    (w, r), lag = await with_heartbeat(work())
+    return w, r, lag
 
 
 def _sync_round(scope: Any, rnd: int) -> tuple[float, float]:
@@ -117,7 +129,7 @@ def bench_mcp(tmp: Path, calls: int) -> dict[str, Any]:
             t = time.perf_counter()
             s.recall(TOPICS[i % len(TOPICS)], k=5)
             inproc.append(time.perf_counter() - t)
-    stdio = asyncio.run(_mcp_calls(db, calls))
+    stdio = asyncio.run(recall_round_trips(db, [TOPICS[i % len(TOPICS)] for i in range(calls)]))
     q = statistics.quantiles
     return {
         "calls": calls,
@@ -126,22 +138,29 @@ def bench_mcp(tmp: Path, calls: int) -> dict[str, Any]:
     }
 
 
-async def _mcp_calls(db: Path, calls: int) -> list[float]:
-    """Spawn ``memir mcp serve DB --user alice`` with the MCP SDK's stdio client; time each recall."""
+def server_params(db: Path, *args: str) -> Any:
+    """How an MCP client spawns ``memir mcp serve DB ARGS`` over stdio from this source tree."""
     import os
 
-    from mcp import Client, StdioServerParameters
-    from mcp.client.stdio import stdio_client
+    from mcp import StdioServerParameters
 
     env = {k: os.environ[k] for k in ("MEMIR_ENCODER_DIR", "PYTHONPATH", "PATH", "HOME") if k in os.environ}
-    params = StdioServerParameters(command=sys.executable, cwd=str(ROOT), env=env,
-                                   args=["-m", "runtime.cli", "mcp", "serve", str(db), "--user", "alice"])
-    times = []
-    async with Client(stdio_client(params)) as client:
-        await client.call_tool("recall", {"query": "warm-up", "k": 5})
-        for i in range(calls):
+    return StdioServerParameters(command=sys.executable, args=["-m", "runtime.cli", "mcp", "serve", str(db), *args],
+                                 cwd=str(ROOT), env=env)
+
+
+async def recall_round_trips(db: Path, queries: list[str], user: str = "alice") -> list[float]:
+    """Seconds per MCP ``recall`` over stdio, one per query, on one connection to a spawned
+    ``memir mcp serve DB --user USER`` (the MCP SDK's own client; the store must exist)."""
+    from mcp import Client
+    from mcp.client.stdio import stdio_client
+
+    async with Client(stdio_client(server_params(db, "--user", user))) as client:
+        await client.call_tool("recall", {"query": queries[0], "k": 5})  # warm-up (connection, caches)
+        times = []
+        for q in queries:
             t = time.perf_counter()
-            r = await client.call_tool("recall", {"query": TOPICS[i % len(TOPICS)], "k": 5})
+            r = await client.call_tool("recall", {"query": q, "k": 5})
             times.append(time.perf_counter() - t)
             if r.is_error:
                 raise RuntimeError(f"recall over MCP failed: {r.content}")

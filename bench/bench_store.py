@@ -39,6 +39,7 @@ for _v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_v, "1")
 
 import argparse  # noqa: E402
+import functools  # noqa: E402
 import statistics  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
@@ -60,6 +61,17 @@ from runtime import AssemblerConfig, MemoryStore, RecordConfig, StoreConfig  # n
 from runtime.encoders import HashEmbedder  # noqa: E402
 
 DIM = 384
+
+
+@functools.cache
+def _onnx_encoder() -> tuple[Any, str]:
+    """The ONNX MiniLM encoder, loaded once per run, or ``(None, why)`` — a section then says it skipped."""
+    try:
+        from runtime.encoders import load_default_embedder
+        return load_default_embedder(), ""
+    except Exception as e:  # noqa: BLE001 — any failure only means "skip, and say why"
+        first = str(e).strip().splitlines()[0][:100] if str(e).strip() else ""
+        return None, f"{type(e).__name__}: {first}"
 SUB_ROLES = ["travel", "billing", "support", "planning", "misc"]
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 Mask = Callable[[dict[str, np.ndarray]], np.ndarray]
@@ -168,12 +180,9 @@ def bench_writes(tmp: Path, rng: np.random.Generator, n: int) -> list[str]:
         dt = timed(lambda: st.scope(user_id="u").write_many(texts))
     lines.append(f"  write_many, HashEmbedder embeds              {m / dt:12,.0f} /s")
 
-    try:
-        from runtime.encoders import load_default_embedder
-        enc = load_default_embedder()
-    except Exception as e:  # noqa: BLE001 — any failure only means "skip this row, and say why"
-        first = str(e).strip().splitlines()[0][:100] if str(e).strip() else ""
-        lines.append(f"  write_many, ONNX MiniLM embeds               skipped: {type(e).__name__}: {first}")
+    enc, why = _onnx_encoder()
+    if enc is None:
+        lines.append(f"  write_many, ONNX MiniLM embeds               skipped: {why}")
         return lines
     mm = min(m, 500)
     with MemoryStore.open(tmp / "w4.sqlite", embedder=enc) as st:
@@ -312,12 +321,9 @@ def bench_write_enrich(tmp: Path, n: int, rounds: int) -> list[str]:
     round by round with the order rotated; the real encoder embeds each write (the agent's path),
     then the same with precomputed vectors (the store's own cost: the strict comparison)."""
     from runtime.annotate.enrich import EnrichConfig
-    try:
-        from runtime.encoders import load_default_embedder
-        enc = load_default_embedder()
-    except Exception as e:  # noqa: BLE001 — any failure only means "skip this section, and say why"
-        first = str(e).strip().splitlines()[0][:100] if str(e).strip() else ""
-        return [f"  skipped: needs the ONNX MiniLM encoder ({type(e).__name__}: {first})"]
+    enc, why = _onnx_encoder()
+    if enc is None:
+        return [f"  skipped: needs the ONNX MiniLM encoder ({why})"]
     items = _enrich_items(n)
     vecs = enc.encode([t for t, _ in items])
     configs = {v: StoreConfig(annotate=AssemblerConfig(enrich=EnrichConfig(
@@ -327,7 +333,8 @@ def bench_write_enrich(tmp: Path, n: int, rounds: int) -> list[str]:
     cpu: dict[tuple[str, bool], list[float]] = {k: [] for k in wall}
     links = 0
     for r in range(rounds):
-        order = _ENRICH_VARIANTS[r % 5:] + _ENRICH_VARIANTS[:r % 5]
+        n_var = len(_ENRICH_VARIANTS)
+        order = _ENRICH_VARIANTS[r % n_var:] + _ENRICH_VARIANTS[:r % n_var]
         for pre in (False, True):
             for v in order:
                 with MemoryStore.open(tmp / f"enrich-{v}-{pre}-{r}.sqlite", embedder=enc, config=configs[v]) as st:

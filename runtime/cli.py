@@ -377,7 +377,7 @@ def cmd_mcp_serve(a: argparse.Namespace) -> int:
     with _store(a, create=a.create) as store:
         server = MemirMCPServer(store, user_id=a.user, agent_id=a.agent, tokens=tokens, capacity=a.capacity)
         _ = store.embedder  # load the encoder now: a missing one fails at startup, not on the first call
-        who = f"{a.user}/{a.agent}" if tokens is None else f"{len(server.tokens or ())} bearer token(s)"
+        who = f"{a.user}/{a.agent}" if tokens is None else f"{len(tokens)} bearer token(s)"
         if a.transport == "stdio":
             print(f"memir mcp: serving {who} from {redact_url(a.db)} over stdio", file=sys.stderr, flush=True)
             server.run_stdio()
@@ -424,7 +424,7 @@ def cmd_types(a: argparse.Namespace) -> int:
         cluster = report.cluster(a.cluster)  # NotFoundError (exit 5): data or parameters changed since listing
         already = {r.id for r in scope.list(tags=[a.name], tier="any")} & set(cluster.member_ids)
         if a.dry_run:
-            scope.tag([], [a.name])  # checks the name as a real run would; tags nothing
+            scope.check_tags([a.name])  # the name is checked as a real run would
             n = len(cluster.member_ids) - len(already)
             head = "DRY RUN (nothing changed) — would tag"
         else:
@@ -437,14 +437,11 @@ def cmd_types(a: argparse.Namespace) -> int:
     return 0
 
 
-# ---------------------------------------------------------------------------------------------- parser
-
 def cmd_refresh(a: argparse.Namespace) -> int:
-    from .store.refresh import DEFAULT_REFRESH_WEIGHT
+    weight = {} if a.weight is None else {"weight": a.weight}  # else Scope.refresh's default
     with _store(a) as store:
         scope = _scope(store, a)
-        r = scope.refresh(older_than_days=a.older_than, weight=DEFAULT_REFRESH_WEIGHT if a.weight is None else a.weight,
-                          batch_size=a.batch_size, dry_run=a.dry_run)
+        r = scope.refresh(older_than_days=a.older_than, batch_size=a.batch_size, dry_run=a.dry_run, **weight)
     head = "DRY RUN (nothing changed) — the real run would do this:\n" if r.dry_run else ""
     lines = [f"{head}refreshed {len(r.refreshed)} memories of {a.user}/{a.agent} older than {a.older_than:g} days "
              f"({r.marker}); {r.already} already refreshed, {r.no_session} without a session"]
@@ -453,6 +450,8 @@ def cmd_refresh(a: argparse.Namespace) -> int:
     _emit(a, {**r.summary(), "ids": r.refreshed}, lines)
     return 0
 
+
+# ---------------------------------------------------------------------------------------------- parser
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="memir", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

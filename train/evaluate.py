@@ -157,8 +157,6 @@ def _parser() -> argparse.ArgumentParser:
     di.add_argument("--seed", type=int, default=7, help="simulator and planting seed (default 7)")
     di.add_argument("--planted", type=int, default=30, help="planted memories per episode (default 30)")
     di.add_argument("--sizes", nargs="+", type=int, default=[3, 5, 8, 12], help="min_cluster_size values swept")
-    di.add_argument("--encoder", choices=("onnx", "hash"), default="onnx",
-                    help="onnx = all-MiniLM-L6-v2 (production); hash = fast test double")
     di.add_argument("--out", default="reports/discovery.json")
     sm = sub.add_parser("summaries", help="session summaries: evidence-turn fact coverage vs lead/longest baselines",
                         description="Example: python -m train.evaluate summaries --out reports/summaries.json")
@@ -168,12 +166,10 @@ def _parser() -> argparse.ArgumentParser:
     sm.add_argument("--limit", type=int, default=0, help="sample this many questions with --seed (0 = all)")
     sm.add_argument("--seed", type=int, default=0)
     sm.add_argument("--threshold", type=float, default=0.5, help="fact recall that counts as covered (default 0.5)")
-    sm.add_argument("--encoder", choices=("onnx", "hash"), default="onnx",
-                    help="onnx = all-MiniLM-L6-v2 (production); hash = fast test double")
     sm.add_argument("--out", default="reports/summaries.json")
     for p in (lm, cv, lo, loo, sy, al, di, sm):
         p.add_argument("--no-progress", action="store_true", help="no progress bars")
-    for p in (lm, lo, loo):
+    for p in (lm, lo, loo, di, sm):
         p.add_argument("--encoder", choices=("onnx", "hash"), default="onnx",
                        help="onnx = all-MiniLM-L6-v2 (production); hash = fast test double")
     return ap

@@ -246,9 +246,10 @@ def train_and_export(embedder: Embedder, out: str | Path, *, n_episodes: int = 2
     }
     path = export_onnx(coef, intercept, labels, encoder_id=embedder.encoder_id, out=out, training=summary)
     weigher = RoleWeigher(path, encoder_id=embedder.encoder_id)
-    top1, top2 = _accuracy(weigher.predict(Xev), labels, ev.labels)
+    P = weigher.predict(Xev)
+    top1, top2 = _accuracy(P, labels, ev.labels)
     desk = [i for i, lab in enumerate(ev.labels) if lab in SUPPORT_DESK]
-    d1, _ = _accuracy(weigher.predict(Xev[desk]), labels, [ev.labels[i] for i in desk])
+    d1, _ = _accuracy(P[desk], labels, [ev.labels[i] for i in desk])
     summary.update({"eval_accuracy": round(top1, 4), "eval_top2": round(top2, 4),
                     "eval_support_desk_accuracy": round(d1, 4), "labels": len(labels)})
     if "technical" in labels:
@@ -271,12 +272,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--hash-encoder", action="store_true", help="use the HashEmbedder (tests; not for shipping)")
     a = p.parse_args(argv)
-    if a.hash_encoder:
-        from runtime.encoders import HashEmbedder
-        embedder: Embedder = HashEmbedder()
-    else:
-        from runtime.encoders import load_default_embedder
-        embedder = load_default_embedder()
+    from .eval.locomo import embedder as make_embedder
+    embedder: Embedder = make_embedder("hash" if a.hash_encoder else "onnx")
     summary = train_and_export(embedder, a.out, n_episodes=a.episodes, eval_episodes=a.eval_episodes,
                                max_sim=a.max_sim, seed=a.seed)
     print(json.dumps(summary, indent=2))

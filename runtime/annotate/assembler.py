@@ -226,8 +226,9 @@ class ContextAssembler:
 
         role = self.role_of(draft, ctx.active_role, ctx.sub_role, embed)
         extra = self.enrich(draft, embed)
-        if draft.fields.get("tone") or ctx.tone:  # a declared tone wins over the classified one
-            extra["tone"] = draft.fields.get("tone") or ctx.tone
+        declared = draft.fields.get("tone") or ctx.tone
+        if declared:  # a declared tone wins over the classified one
+            extra["tone"] = declared
         scfg = self.config.session
         e = embed() if scfg.enabled and scfg.topic_shift_threshold is not None else cache[0]
         with self.sessions.lock:  # decide → validate → commit, atomically per assembler
@@ -253,7 +254,8 @@ class ContextAssembler:
         out = self.enricher.enrich(draft.text, embed, embedder or self.embedder).fields(draft.fields)
         hooked: dict[str, Any] = {k: out[k] for k in ("tone", "tags") if k in out and (cfg.tone_fn or cfg.entity_fn)}
         if hooked:
-            out.update({k: v for k, v in self.builder.draft(draft.text, hooked).fields.items() if k in hooked})
+            out.update({k: v for k, v in self.builder.draft(draft.text, hooked, defaults=False).fields.items()
+                        if k in hooked})
         return out
 
     def role_of(self, draft: Draft, current_role: str, current_sub_role: str | None,

@@ -277,12 +277,11 @@ def extract_entities(text: str, *, limit: int = 8) -> list[str]:
         if m.group(1).lower() not in _NOT_NAMES:
             add(m.start(1), m.end(1), f"project:{m.group(1).lower()}")
     for m in _PERSON.finditer(text):
-        words = [w for w in m.group(1).split() if w.lower() not in _NOT_NAMES]
-        if words and words == m.group(1).split():
+        if all(w.lower() not in _NOT_NAMES for w in m.group(1).split()):
             add(m.start(1), m.end(1), f"person:{m.group(1).lower()}")
     for m in _PRODUCT.finditer(text):
         name = m.group(1)
-        if name.split()[0].lower() in _NOT_NAMES or any(w.lower() in _NOT_NAMES for w in name.split()):
+        if any(w.lower() in _NOT_NAMES for w in name.split()):
             continue
         full = " ".join(g for g in m.groups() if g)
         add(m.start(), m.end(), f"product:{full.lower()}")
@@ -478,7 +477,7 @@ def judge(new: MemIR, neighbours: Sequence[tuple[MemIR, float]], config: EnrichC
     mine = claim_of(new.content)
     neg = bool(_NEG.search(new.content))
     src = _source(new)
-    agrees, contra = [], []
+    agrees, contra, independent = [], [], []
     best: dict[tuple[str, str | None], float] = {}
     for rec, sim in neighbours:
         if rec.id == new.id:
@@ -490,11 +489,12 @@ def judge(new: MemIR, neighbours: Sequence[tuple[MemIR, float]], config: EnrichC
             contra.append(rec.id)
         elif sim >= config.agree_similarity or same:
             agrees.append(rec.id)
-            if _source(rec) != src:
-                best[_source(rec)] = max(best.get(_source(rec), 0.0), rec.metadata.confidence)
-    independent = tuple(r.id for r, _ in neighbours if r.id in agrees and _source(r) != src)
+            theirs_src = _source(rec)
+            if theirs_src != src:
+                independent.append(rec.id)
+                best[theirs_src] = max(best.get(theirs_src, 0.0), rec.metadata.confidence)
     conf = corroborated_confidence(new.metadata.confidence, list(best.values()), config) if best else None
-    return Judgement(tuple(agrees), independent, tuple(contra), conf)
+    return Judgement(tuple(agrees), tuple(independent), tuple(contra), conf)
 
 
 def corroborated_confidence(confidence: float, sources: Sequence[float], config: EnrichConfig) -> float:
@@ -513,11 +513,18 @@ def corroborated_confidence(confidence: float, sources: Sequence[float], config:
     return round(max(confidence, min(config.max_confidence, 1.0 - doubt)), 6)
 
 
+_LINK_KINDS = ("corroborated_by", "contradicts")
+
+
+def _link_ids(attributes: Mapping[str, Any], key: str) -> list[str]:
+    """The ids of the comma-separated link list ``attributes[key]``."""
+    return [i for i in str(attributes.get(key) or "").split(",") if i]
+
+
 def link_attributes(attributes: Mapping[str, Any], key: str, ids: Sequence[str]) -> dict[str, Any]:
     """``attributes`` with ``ids`` added to the comma-separated id list under ``key``."""
     out = dict(attributes)
-    have = [x for x in str(out.get(key) or "").split(",") if x]
-    out[key] = ",".join(dict.fromkeys(have + list(ids)))
+    out[key] = ",".join(dict.fromkeys(_link_ids(out, key) + list(ids)))
     return out
 
 
@@ -533,8 +540,7 @@ def with_link(record: MemIR, other_id: str, kind: LinkKind) -> MemIR:
 def linked_ids(record: MemIR) -> list[str]:
     """The memories ``record`` is linked to by corroboration (its ``corroborated_by`` and ``contradicts``)."""
     attrs = record.metadata.attributes
-    return list(dict.fromkeys(i for k in ("corroborated_by", "contradicts") for i in str(attrs.get(k) or "").split(",")
-                              if i))
+    return list(dict.fromkeys(i for k in _LINK_KINDS for i in _link_ids(attrs, k)))
 
 
 def without_links(record: MemIR, gone: Sequence[str]) -> MemIR | None:
@@ -543,9 +549,9 @@ def without_links(record: MemIR, gone: Sequence[str]) -> MemIR | None:
     drop = set(gone)
     md = record.metadata
     attrs = dict(md.attributes)
-    for k in ("corroborated_by", "contradicts"):
+    for k in _LINK_KINDS:
         if k in attrs:
-            keep = [i for i in str(attrs[k] or "").split(",") if i and i not in drop]
+            keep = [i for i in _link_ids(attrs, k) if i not in drop]
             if keep:
                 attrs[k] = ",".join(keep)
             else:

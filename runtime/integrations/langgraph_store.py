@@ -99,6 +99,7 @@ import asyncio
 import hashlib
 import json
 import math
+import operator
 import re
 import threading
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
@@ -518,10 +519,7 @@ class MemirStore(BaseStore):
         if index is not None and index is not False and (
                 not isinstance(index, list) or not all(isinstance(p, str) and p for p in index)):
             raise ValidationError(f"index must be None, False or a list of field paths, got {index!r}", field="index")
-        ttl = op.ttl
-        if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not math.isfinite(ttl)
-                                or ttl <= 0):
-            raise ValidationError(f"ttl must be a positive number of minutes or None, got {ttl!r}", field="ttl")
+        ttl = _check_minutes(op.ttl, "ttl", "ttl")
         now = self._clock()
         content = self._content(value, index if isinstance(index, list) else self.index_fields)
         found: list[Sensitivity] = []
@@ -647,19 +645,18 @@ class MemirStore(BaseStore):
                 gone.update(report.deleted, report.redacted)
         return None
 
-    def _scopes_under(self, prefix: Sequence[str]) -> _Plan[list[tuple[str, str]]]:
-        """The ``(user, agent)`` scopes a prefix reaches (the admin list when it names no agent)."""
+    def _scopes_under(self, prefix: Sequence[str]) -> _Plan[list[Scope]]:
+        """The scopes a prefix reaches (from the admin list when it names no agent)."""
         if len(prefix) >= 2:
-            return [(prefix[0], prefix[1])]
+            return [self._scope(prefix[0], prefix[1])]
         users: list[tuple[str, str, int]] = yield _Call(self._store, "admin_users", has_async=False)
-        return [(u, a) for u, a, _ in users if not prefix or u == prefix[0]]
+        return [self._scope(u, a) for u, a, _ in users if not prefix or u == prefix[0]]
 
     def _search(self, prefix: tuple[str, ...], query: str | None, flt: dict[str, Any] | None, limit: int,
                 offset: int, now: datetime) -> _Plan[Result]:
         if limit == 0:
             return []
-        pairs = yield from self._scopes_under(prefix)
-        scopes = [self._scope(u, a) for u, a in pairs]
+        scopes = yield from self._scopes_under(prefix)
         tag = self._prefix_tag(prefix)
         want = offset + limit
         if query is None:
@@ -686,13 +683,14 @@ class MemirStore(BaseStore):
                     else:
                         it.score = float(h.score.total)
                         ranked.append((it.score, it))
-            if len(ranked) >= want or all(len(hits) < k for hits in hits_per):
+            exhausted = all(len(hits) < k for hits in hits_per)
+            if len(ranked) >= want or exhausted:
                 break
             k *= 4
         ranked.sort(key=lambda x: -x[0])
         page = _unique([it for _, it in ranked])[offset:want]
         if len(page) < limit:
-            if not all(len(hits) < k for hits in hits_per):  # unranked items recall did not reach
+            if not exhausted:  # unranked items recall did not reach
                 lists = yield tuple(_call(s, "list", tags=[tag], now=now) for s in scopes)
                 unranked = [it for rs in lists for r in rs
                             if r.metadata.attributes.get(A_INDEXED) is False
@@ -705,12 +703,11 @@ class MemirStore(BaseStore):
         lead: tuple[str, ...] = ()
         for c in conds:
             if c.match_type == "prefix":
-                fixed = tuple(x for x in _takewhile_fixed(c.path))
+                fixed = tuple(_takewhile_fixed(c.path))
                 lead = fixed if len(fixed) > len(lead) else lead
         if any(not _is_id(x) for x in lead[:2]):
             return []
-        pairs = yield from self._scopes_under(lead)
-        scopes = [self._scope(u, a) for u, a in pairs]
+        scopes = yield from self._scopes_under(lead)
         tag = self._prefix_tag(lead)
         lists: list[list[MemIR]] = yield tuple(_call(s, "list", tags=[tag], now=now) for s in scopes)
         found = {ns for rs in lists for r in rs if (ns := self._namespace_of(r)) is not None}
@@ -719,8 +716,7 @@ class MemirStore(BaseStore):
         return out[offset:offset + limit]
 
     def _sweep(self, now: datetime) -> _Plan[int]:
-        pairs = yield from self._scopes_under(())
-        scopes = [self._scope(u, a) for u, a in pairs]
+        scopes = yield from self._scopes_under(())
         n = 0
         for s in scopes:
             recs: list[MemIR] = yield _call(s, "list", tags=[TAG_ALL], tier="any", include_expired=True, now=now)
@@ -882,11 +878,7 @@ def _check_ttl(ttl: Any) -> TTLConfig:
         raise ValidationError("omit_expired=False is not supported: memir never returns an expired memory; "
                               "leave it out or set it True", field="ttl.omit_expired")
     for name in ("default_ttl", "sweep_interval_minutes"):
-        v = cfg.get(name)
-        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)
-                              or v <= 0):
-            raise ValidationError(f"{name} must be a positive number of minutes or None, got {v!r}",
-                                  field=f"ttl.{name}")
+        _check_minutes(cfg.get(name), name, f"ttl.{name}")
     cfg["refresh_on_read"] = False
     cfg["omit_expired"] = True
     return cast(TTLConfig, cfg)
@@ -974,8 +966,17 @@ def _operator(have: Any, op: str, want: Any) -> bool:
     return _ordered(a, b, op)
 
 
+_ORDER: dict[str, Callable[[Any, Any], Any]] = {"$gt": operator.gt, "$gte": operator.ge, "$lt": operator.lt,
+                                                 "$lte": operator.le}
+
+
 def _ordered(a: Any, b: Any, op: str) -> bool:
-    cmp: dict[str, Callable[[Any, Any], bool]] = {
-        "$gt": lambda x, y: x > y, "$gte": lambda x, y: x >= y, "$lt": lambda x, y: x < y, "$lte": lambda x, y: x <= y}
-    return cmp[op](a, b)
+    return bool(_ORDER[op](a, b))
+
+
+def _check_minutes(v: Any, name: str, field: str) -> Any:
+    """A TTL in minutes: a positive finite number or ``None`` (a typed error naming ``field`` otherwise)."""
+    if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0):
+        raise ValidationError(f"{name} must be a positive number of minutes or None, got {v!r}", field=field)
+    return v
 

@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import MemirError, MissingDependencyError, ValidationError
-from ..install import pip_extra
+from ..install import DIST, pip_extra
 
 try:
     import anyio
@@ -63,7 +63,7 @@ except ModuleNotFoundError as _missing:  # the SDK lives in the `integrations` e
                                  f"{pip_extra('integrations')}") from None
 
 from ..record.memir import ID_PATTERN
-from .tools import TOOLS, ToolSpec, acall_tool
+from .tools import TOOLS, TOOLS_BY_NAME, acall_tool
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -78,7 +78,6 @@ log = logging.getLogger(__name__)
 MIN_TOKEN_CHARS = 16
 """A bearer token shorter than this is refused when the tokens file is loaded."""
 
-_SPECS: Mapping[str, ToolSpec] = {t.name: t for t in TOOLS}
 _ID = re.compile(ID_PATTERN)
 
 
@@ -224,7 +223,7 @@ class MemirMCPServer:
             instructions="Long-term memory for this user: remember facts, recall them before answering, "
                          "forget on request.",
             on_list_tools=self._list_tools, on_call_tool=self._call_tool,
-            get_tool_input_schema=lambda name: _SPECS[name].parameters if name in _SPECS else None)
+            get_tool_input_schema=lambda name: TOOLS_BY_NAME[name].parameters if name in TOOLS_BY_NAME else None)
 
     # ------------------------------------------------------------------ scopes
     def _scope(self, tenant: Tenant) -> Scope:
@@ -262,9 +261,9 @@ class MemirMCPServer:
 
     async def _call_tool(self, ctx: ServerRequestContext[Any, Any],
                          params: types.CallToolRequestParams) -> types.CallToolResult:
-        if params.name not in _SPECS:
+        if params.name not in TOOLS_BY_NAME:
             raise MCPError(types.INVALID_PARAMS, f"unknown tool {params.name[:64]!r} — the tools are "
-                                                 f"{', '.join(_SPECS)}")
+                                                 f"{', '.join(TOOLS_BY_NAME)}")
         try:
             result = await acall_tool(self.scope_for(ctx), params.name, params.arguments or {})
         except Exception as e:  # every failure is a tool result the model can read
@@ -308,6 +307,6 @@ class MemirMCPServer:
 def _version() -> str:
     try:
         from importlib.metadata import version
-        return version("memir-runtime")
+        return version(DIST)
     except Exception:  # a source tree that was never installed
         return "source"

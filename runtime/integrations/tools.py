@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from ..store.ranking import Hit
     from ..store.scope import ForgetReport, Scope
 
-__all__ = ["TOOLS", "ToolSpec", "acall_tool", "anthropic_tools", "call_tool", "check_arguments", "openai_tools",
+__all__ = ["TOOLS", "TOOLS_BY_NAME", "ToolSpec", "acall_tool", "anthropic_tools", "call_tool", "check_arguments", "openai_tools",
            "tool_spec"]
 
 
@@ -149,7 +149,8 @@ TOOLS: tuple[ToolSpec, ...] = (
 )
 """The tool set, in the order a model sees it."""
 
-_BY_NAME: Mapping[str, ToolSpec] = MappingProxyType({t.name: t for t in TOOLS})
+TOOLS_BY_NAME: Mapping[str, ToolSpec] = MappingProxyType({t.name: t for t in TOOLS})
+"""The tools by name (read-only)."""
 _TENANT_FIELDS = frozenset({"user_id", "agent_id"})
 
 
@@ -159,9 +160,9 @@ def tool_spec(name: str) -> ToolSpec:
     Raises:
         ValidationError: no such tool (``field="name"``), listing the tools.
     """
-    spec = _BY_NAME.get(name) if isinstance(name, str) else None
+    spec = TOOLS_BY_NAME.get(name) if isinstance(name, str) else None
     if spec is None:
-        raise ValidationError(f"unknown tool {str(name)[:64]!r} — the tools are {', '.join(_BY_NAME)}", field="name")
+        raise ValidationError(f"unknown tool {str(name)[:64]!r} — the tools are {', '.join(TOOLS_BY_NAME)}", field="name")
     return spec
 
 

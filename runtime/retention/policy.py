@@ -151,7 +151,7 @@ class RetentionPolicy:
         """The compiled-ready rule set (the defaults when none was given), plus the summaries'
         ``keep_rule`` implication when one is configured."""
         base = self.rules if isinstance(self.rules, RuleSet) else DEFAULT_RULES
-        extra = self.summaries.implies_rule() if isinstance(self.summaries, SummaryPolicy) else None
+        extra = self.summaries.implies_rule()
         return base if extra is None else base.model_copy(update={"implies": [*base.implies, extra]})
 
     def with_(self, **changes: Any) -> RetentionPolicy:

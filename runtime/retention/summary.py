@@ -133,6 +133,8 @@ def extract_summary(turns: Sequence[MemIR], utility: np.ndarray, policy: Summary
     chosen: list[tuple[int, int, str]] = []
     used = 0
     for i in order:
+        if len(chosen) >= policy.max_sentences:
+            break
         sents = split_sentences(turns[i].content)
         ranked = sorted(range(len(sents)), key=lambda j: (-len(key_facts(sents[j])), j))
         for j in ranked:
@@ -141,10 +143,11 @@ def extract_summary(turns: Sequence[MemIR], utility: np.ndarray, policy: Summary
             s = sents[j]
             if not chosen and len(s) > policy.max_chars:
                 s = s[:policy.max_chars].rsplit(" ", 1)[0]
-            if used + len(s) + (1 if chosen else 0) > policy.max_chars:
+            cost = len(s) + (1 if chosen else 0)  # the separating space
+            if used + cost > policy.max_chars:
                 continue
             chosen.append((i, j, s))
-            used += len(s) + (1 if len(chosen) > 1 else 0)
+            used += cost
     chosen.sort()
     text = " ".join(s for _, _, s in chosen)
     sources = list(dict.fromkeys(turns[i].id for i, _, _ in chosen))

@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from ..encoders.base import l2_normalize
 from ..errors import DataIntegrityError, EncoderMismatchError, ModelNotFoundError, SchemaMismatchError, VectorError
 from ..integrity import file_sha256
 
@@ -51,6 +52,7 @@ ROLE_MODEL_KIND = "memir-role-weights"
 ROLE_INPUT = "context"
 ROLE_OUTPUT = "weights"
 
+_HERE = Path(__file__).resolve()
 _FIX = "re-run `python -m train.roles --out checkpoints/role_weights.onnx`, or reinstall the package"
 
 
@@ -60,10 +62,10 @@ def default_role_model_path() -> Path:
     env = os.environ.get(ROLE_MODEL_ENV)
     if env:
         return Path(env).expanduser()
-    shipped = Path(__file__).resolve().parents[1] / "checkpoints" / ROLE_MODEL_FILE
+    shipped = _HERE.parents[1] / "checkpoints" / ROLE_MODEL_FILE
     if shipped.is_file():
         return shipped
-    return Path(__file__).resolve().parents[2] / "checkpoints" / ROLE_MODEL_FILE
+    return _HERE.parents[2] / "checkpoints" / ROLE_MODEL_FILE
 
 
 def card_path_for(model: Path) -> Path:
@@ -102,17 +104,13 @@ class RoleCard:
         return card
 
 
-def _unit(v: np.ndarray) -> np.ndarray:
-    return (v / max(float(np.linalg.norm(v)), 1e-12)).astype(np.float32)
-
-
 def context_vector(query: np.ndarray, recent: np.ndarray | None) -> np.ndarray:
     """The live context the role model reads: ``unit(unit(query) + unit(recent))``, or
     ``unit(query)`` when the scope has no recent-context vector yet."""
-    q = _unit(np.asarray(query, dtype=np.float32).reshape(-1))
+    q = l2_normalize(np.asarray(query, dtype=np.float32).reshape(-1))
     if recent is None:
         return q
-    return _unit(q + _unit(np.asarray(recent, dtype=np.float32).reshape(-1)))
+    return l2_normalize(q + l2_normalize(np.asarray(recent, dtype=np.float32).reshape(-1)))
 
 
 class RoleWeigher:
@@ -157,9 +155,7 @@ class RoleWeigher:
                 or len(outs) != 1 or outs[0].name != ROLE_OUTPUT or outs[0].shape[-1] != len(card.labels)):
             raise SchemaMismatchError(f"{path} takes {[(i.name, i.shape) for i in ins]}, expected "
                                       f"{ROLE_INPUT!r} of width {card.embedding_dim}: {_FIX}")
-        if encoder_id is not None and encoder_id != card.encoder_id:
-            raise EncoderMismatchError(f"{path} was fit on vectors from {card.encoder_id!r}, but the store uses "
-                                       f"{encoder_id!r}: set ${ROLE_MODEL_ENV} to a role model fit on {encoder_id!r}")
+        _check_encoder(path, card.encoder_id, encoder_id)
         self._sess, self.path, self.card = sess, path, card
 
     @property
@@ -201,17 +197,23 @@ class RoleWeigher:
         return {k: v / top for k, v in w.items()}
 
 
-_CACHE: dict[tuple[str, float], RoleWeigher] = {}
+_CACHE: dict[str, tuple[float, RoleWeigher]] = {}
+
+
+def _check_encoder(path: Path, fit_on: str, encoder_id: str | None) -> None:
+    if encoder_id is not None and encoder_id != fit_on:
+        raise EncoderMismatchError(f"{path} was fit on vectors from {fit_on!r}, but the store uses "
+                                   f"{encoder_id!r}: set ${ROLE_MODEL_ENV} to a role model fit on {encoder_id!r}")
 
 
 def default_role_weigher(encoder_id: str | None = None) -> RoleWeigher:
-    """The default model (:func:`default_role_model_path`), loaded once per file version."""
+    """The default model (:func:`default_role_model_path`), loaded once per file version (a newer
+    file replaces the cached one)."""
     path = default_role_model_path()
-    key = (str(path), path.stat().st_mtime if path.is_file() else 0.0)
-    w = _CACHE.get(key)
-    if w is None:
-        w = _CACHE[key] = RoleWeigher(path)
-    if encoder_id is not None and encoder_id != w.encoder_id:
-        raise EncoderMismatchError(f"{path} was fit on vectors from {w.encoder_id!r}, but the store uses "
-                                   f"{encoder_id!r}: set ${ROLE_MODEL_ENV} to a role model fit on {encoder_id!r}")
+    mtime = path.stat().st_mtime if path.is_file() else 0.0
+    hit = _CACHE.get(str(path))
+    if hit is None or hit[0] != mtime:
+        hit = _CACHE[str(path)] = (mtime, RoleWeigher(path))
+    w = hit[1]
+    _check_encoder(path, w.encoder_id, encoder_id)
     return w

@@ -22,10 +22,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..encoders.base import l2_normalize as unit
 from ..errors import ValidationError
 
 __all__ = ["DEFAULT_REFRESH_WEIGHT", "RefreshReport", "check_weight", "mix_query", "refresh_marker",
-           "refreshed_vectors", "unit"]
+           "refreshed_vectors"]
 
 DEFAULT_REFRESH_WEIGHT = 0.3
 """``w`` of ``Scope.refresh``: the session centroid counts 0.3 against the memory's own text, so the
@@ -60,13 +61,6 @@ def check_weight(w: object, field: str, *, upper: float) -> float:
     if isinstance(w, bool) or not isinstance(w, (int, float)) or not 0.0 <= float(w) < upper:
         raise ValidationError(f"{field} must be a number in [0, {upper:g}), got {w!r}", field=field)
     return float(w)
-
-
-def unit(v: np.ndarray) -> np.ndarray:
-    """``v`` scaled to unit length (rows, for a matrix); zero rows stay zero."""
-    v = np.asarray(v, dtype=np.float32)
-    n = np.linalg.norm(v, axis=-1, keepdims=True)
-    return (v / np.maximum(n, 1e-12)).astype(np.float32)
 
 
 def mix_query(q: np.ndarray, recent: np.ndarray | None, w: float) -> np.ndarray:

@@ -349,11 +349,7 @@ class Scope:
             return None
         turns, tvecs, tsteps = [recs[i] for i in idx], vecs[idx], steps[idx]
         scorer = self.policy.scorer or self._store.default_scorer()
-        live = self._live()
-        with live.lock:
-            goal, stage = live.goal_vector, live.stage
-        ctx = scoring_context(now=now, steps=tsteps, recent=recent_context(self._tenant.recent_vectors(
-            self.policy.recent_window)), goal=goal, stage=stage, session=self.session_context([r.id for r in turns]))
+        ctx = self._live_scoring_context(now, tsteps, turns, self.policy.recent_window)
         scoring = RetentionPlan(replace(self.policy, capacity=None, budget_tokens=None, triggers=Triggers()), scorer)
         built = scoring.build(turns, tvecs, ctx)
         utility = np.asarray(built.problem.utility, dtype=np.float64)
@@ -393,6 +389,17 @@ class Scope:
                 self._tenant.apply_decision(decision)
         return p.record
 
+    def _live_scoring_context(self, now: datetime, steps: np.ndarray, recs: Sequence[MemIR],
+                              recent_window: int) -> ScoringContext:
+        """What the utility model scores ``recs`` with: the recent-context vector, the task's goal
+        and stage, and the records' stored session features (``retain`` and session summaries)."""
+        live = self._live()
+        with live.lock:
+            goal, stage = live.goal_vector, live.stage
+        recent = recent_context(self._tenant.recent_vectors(recent_window))
+        return scoring_context(now=now, steps=steps, recent=recent, goal=goal, stage=stage,
+                               session=self.session_context([r.id for r in recs]))
+
     def session_context(self, ids: Sequence[str]) -> np.ndarray:
         """The stored session-context features of ``ids`` (row-aligned; NaN rows: session still open)."""
         return self._tenant.session_context(list(ids), len(CONTEXT_NAMES))
@@ -414,6 +421,17 @@ class Scope:
         if isinstance(ids, str) or not isinstance(ids, Sequence):
             raise ValidationError("ids must be a list of memory ids", field="ids")
         wanted = builtins.list(dict.fromkeys(self._check_id(i, f"ids[{n}]") for n, i in enumerate(ids)))
+        clean = self.check_tags(tags)
+        found = self._tenant.existing_ids(wanted)
+        missing = [i for i in wanted if i not in found]
+        if missing:
+            raise self._not_found(missing[0])
+        return self._tenant.add_tags(wanted, clean)
+
+    @staticmethod
+    def check_tags(tags: str | Sequence[str]) -> builtins.list[str]:
+        """The tags :meth:`tag` would add, checked like tag filters and refused if they look like PII or
+        a secret (tags are stored as given). Raises ``ValidationError`` / ``FilterError`` naming the tag."""
         if isinstance(tags, str):
             tags = [tags]
         if not isinstance(tags, Sequence) or not tags:
@@ -423,11 +441,7 @@ class Scope:
             if contains_sensitive(t):
                 raise ValidationError(f"tags[{n}] looks like PII or a secret; tags are stored as given — "
                                       "choose a descriptive name", field=f"tags[{n}]")
-        found = self._tenant.existing_ids(wanted)
-        missing = [i for i in wanted if i not in found]
-        if missing:
-            raise self._not_found(missing[0])
-        return self._tenant.add_tags(wanted, clean)
+        return clean
 
     # ------------------------------------------------------------------ write internals
     def _write_one(self, content: Any, embedding: Any, fields: dict[str, Any], history: History) -> MemIR:
@@ -695,7 +709,7 @@ class Scope:
             if dyn:
                 weigher = self.role_weigher or default_role_weigher(store.embedder.encoder_id)
                 role_weights = weigher.relative(context_vector(q, recent))
-                weights = RankWeights(self.weights.full_role_bonus, self.weights.partial_role_bonus, role_weights)
+                weights = replace(self.weights, role_weights=role_weights)
             q = mix_query(q, recent, w)
         pool = max(k, candidates or store.candidate_pool)
         res = self._tenant.search(flt, now, q, k=k, pool=pool, context=context, weights=weights,
@@ -805,12 +819,7 @@ class Scope:
         all_steps = np.concatenate([steps, np.arange(top + 1, top + 1 + len(prepared))]) if prepared else steps
         cand = np.array([False] * len(recs) + [True] * len(prepared), dtype=bool)
         if context is None:
-            live = self._live()
-            with live.lock:
-                goal, stage = live.goal_vector, live.stage
-            recent = recent_context(self._tenant.recent_vectors(policy.recent_window))
-            context = scoring_context(now=now, steps=all_steps, recent=recent, goal=goal, stage=stage,
-                                      session=self.session_context([r.id for r in all_recs]))
+            context = self._live_scoring_context(now, all_steps, all_recs, policy.recent_window)
         elif context.record_steps is None:
             context = scoring_context(now=context.now, steps=all_steps, recent=context.recent_embedding,
                                       goal=context.goal_embedding, stage=context.stage,
@@ -908,8 +917,10 @@ class Scope:
             vecs = np.vstack([np.asarray(emb.encode(texts[i:i + batch_size]), dtype=np.float32)
                               for i in range(0, len(texts), batch_size)])
             own = {r.id: vecs[i] for i, r in enumerate(every)}
-            for sid in sessions:
-                members[sid] = np.stack([own[r.id] for r in every if r.provenance.session_id == sid])
+            rows: dict[str, builtins.list[int]] = {}
+            for i, r in enumerate(every):
+                rows.setdefault(str(r.provenance.session_id), []).append(i)
+            members = {sid: vecs[rows[sid]] for sid in sessions if sid in rows}
             todo = [r for r in todo if r.id in own]  # placeholders made meanwhile are left alone
         done: builtins.list[str] = [r.id for r in todo] if dry_run else []
         if not dry_run:

@@ -9,8 +9,10 @@ ticking while they run.
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -20,6 +22,9 @@ from runtime import FakeScorer, MemoryStore, StoreConfig
 from runtime.encoders import HashEmbedder
 from runtime.errors import NotFoundError, ValidationError
 from tests.conftest import EMBED_DIM
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+from bench_integrations import with_heartbeat  # noqa: E402  (the benchmark's own loop-stall measurement)
 
 N = 100
 
@@ -39,28 +44,6 @@ class _ThreadRecordingEmbedder(HashEmbedder):
         if self.delay_s:
             time.sleep(self.delay_s)
         return super().encode(texts)
-
-
-async def _with_heartbeat(work: Any) -> tuple[Any, float]:
-    """Run ``work`` while a 1 ms heartbeat measures the longest the loop was held up."""
-    lag = 0.0
-    stop = asyncio.Event()
-
-    async def beat() -> None:
-        nonlocal lag
-        while not stop.is_set():
-            t = time.perf_counter()
-            await asyncio.sleep(0.001)
-            lag = max(lag, time.perf_counter() - t - 0.001)
-
-    hb = asyncio.create_task(beat())
-    await asyncio.sleep(0)
-    try:
-        out = await work
-    finally:
-        stop.set()
-        await hb
-    return out, lag
 
 
 def test_100_concurrent_writes_and_recalls_match_the_sync_path(make_store: Any) -> None:
@@ -121,7 +104,7 @@ def test_the_event_loop_keeps_ticking_while_blocking_work_runs() -> None:
             await a.aretain(capacity=10, scorer=FakeScorer())
             return recs
 
-        recs, lag = asyncio.run(_with_heartbeat(work()))
+        recs, lag = asyncio.run(with_heartbeat(work()))
     assert len(recs) == N
     print(f"longest event-loop stall with 100 coroutines and a 500 ms encoder: {lag * 1000:.1f} ms")
     assert loop_thread[0] not in emb.threads

@@ -5,13 +5,12 @@ HTTP, the bearer token chooses the user and a request without a known one is ref
 
 The servers use the real default encoder (the CLI has no test encoder); it loads in about a second.
 
-Measuring the recall round trip (what bench/bench_integrations.py does) is :func:`recall_round_trips`.
+The recall round trip is measured by bench/bench_integrations.py's :func:`recall_round_trips` (tested here).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
 import subprocess
@@ -28,7 +27,7 @@ import pytest
 pytest.importorskip("mcp")
 httpx2 = pytest.importorskip("httpx2")  # the MCP SDK's HTTP client
 
-from mcp import Client, StdioServerParameters  # noqa: E402
+from mcp import Client  # noqa: E402
 from mcp.client.stdio import stdio_client  # noqa: E402
 from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 from mcp.shared.exceptions import MCPError  # noqa: E402
@@ -37,6 +36,9 @@ from runtime.cli import EXIT, main  # noqa: E402
 from runtime.integrations.tools import TOOLS  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "bench"))
+from bench_integrations import recall_round_trips, server_params  # noqa: E402  (the benchmark's own client code)
+
 ALICE_TOKEN = "alice-0123456789abcdef-token"
 BOB_TOKEN = "bob-0123456789abcdef-token00"
 
@@ -50,27 +52,6 @@ def _needs_encoder() -> None:
         load_default_embedder()
     except EncoderUnavailableError:
         pytest.skip("the ONNX encoder is not exported here (make encoder)")
-
-
-def server_params(db: Path, *args: str) -> StdioServerParameters:
-    """How a client spawns ``memir mcp serve DB ARGS`` over stdio (from this source tree)."""
-    env = {k: os.environ[k] for k in ("MEMIR_ENCODER_DIR", "PYTHONPATH") if k in os.environ}
-    return StdioServerParameters(command=sys.executable, args=["-m", "runtime.cli", "mcp", "serve", str(db), *args],
-                                 cwd=str(ROOT), env=env)
-
-
-async def recall_round_trips(db: Path, queries: list[str], user: str = "alice") -> list[float]:
-    """Seconds per MCP ``recall`` over stdio, one per query, on one connection to a spawned
-    ``memir mcp serve DB --user USER`` (the benchmark's measurement; the store must exist)."""
-    async with Client(stdio_client(server_params(db, "--user", user))) as client:
-        await client.call_tool("recall", {"query": queries[0], "k": 5})  # warm-up (connection, caches)
-        times = []
-        for q in queries:
-            t = time.perf_counter()
-            result = await client.call_tool("recall", {"query": q, "k": 5})
-            times.append(time.perf_counter() - t)
-            assert not result.is_error, result.content
-        return times
 
 
 def _ok(result: Any) -> dict[str, Any]:

@@ -528,10 +528,9 @@ def _plot(payload: dict[str, Any], path: Path) -> None:
 
 def write_confusion_report(payload: dict[str, Any], out: str | Path) -> list[Path]:
     """Write ``OUT.json``, ``OUT.md`` (the A/B table) and ``OUT.png`` (the plot); returns the paths."""
-    import json
+    from .locomo import write_json
     p = Path(out)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(json.dumps(payload, indent=1, default=float))
+    write_json(p, payload)
     md, png = p.with_suffix(".md"), p.with_suffix(".png")
     conf = payload.get("confusability", {})
     md.write_text("# Confusion evaluation: typed vs untyped pooled retrieval\n\n"

@@ -110,8 +110,7 @@ def held_out_questions(rows: str | Path = HELD_OUT_ROWS) -> set[str]:
 
 
 def _questions(file: str | Path, limit: int | None, seed: int, only: set[str] | None) -> list[LmeQuestion]:
-    qs = [q for q in iter_questions([file]) if not q.question_id.endswith("_abs")
-          and any(t.has_answer for t in q.turns) and (only is None or q.question_id in only)]
+    qs = list(iter_questions([file], only=lambda q: q.answerable and (only is None or q.question_id in only)))
     if limit is not None and limit < len(qs):
         qs = sorted(random.Random(seed).sample(qs, limit), key=lambda q: q.question_id)
     return qs

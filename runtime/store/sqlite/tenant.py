@@ -172,22 +172,16 @@ class SqliteTenant:
         scopes match nothing (the tenant clause). The tag filter's cache reloads (epoch bump)."""
         if not memory_ids or not tags:
             return 0
-        t, tp = self.clause(check_only=True)
         changed = 0
         with self.db.transaction() as conn:
-            for i in range(0, len(memory_ids), 500):
-                chunk = list(memory_ids[i:i + 500])
-                rows = conn.execute(f"SELECT m.rowid, {READ_COLS} FROM memories m WHERE {t} "
-                                    f"AND m.id IN ({','.join('?' * len(chunk))})", tp + chunk).fetchall()
-                for rowid, *rest in rows:
-                    rec = row_to_record(*rest)
-                    tagged = with_tags(rec, list(tags))
-                    if tagged is None:
-                        continue
-                    conn.execute("UPDATE memories SET record = ? WHERE rowid = ?", (body_json(tagged), rowid))
-                    conn.executemany("INSERT OR IGNORE INTO memory_tags(mem_rowid, tag) VALUES (?,?)",
-                                     [(rowid, x) for x in tagged.metadata.tags[len(rec.metadata.tags):]])
-                    changed += 1
+            for rowid, rec in self._records(conn, memory_ids):
+                tagged = with_tags(rec, list(tags))
+                if tagged is None:
+                    continue
+                self._rewrite(conn, rowid, tagged)
+                conn.executemany("INSERT OR IGNORE INTO memory_tags(mem_rowid, tag) VALUES (?,?)",
+                                 [(rowid, x) for x in tagged.metadata.tags[len(rec.metadata.tags):]])
+                changed += 1
             if changed:
                 self.db.bump_vector_epoch(conn)
         return changed
@@ -199,29 +193,38 @@ class SqliteTenant:
         by_target: dict[str, list[tuple[str, LinkKind]]] = {}
         for target, new_id, kind in links:
             by_target.setdefault(target, []).append((new_id, kind))
-        t, tp = self.clause(check_only=True)
-        rows = conn.execute(f"SELECT m.rowid, {READ_COLS} FROM memories m WHERE {t} "
-                            f"AND m.id IN ({','.join('?' * len(by_target))})", tp + list(by_target)).fetchall()
-        for rowid, *rest in rows:
-            rec = row_to_record(*rest)
+        for rowid, rec in self._records(conn, list(by_target)):
             for new_id, kind in by_target[rec.id]:
                 rec = with_link(rec, new_id, kind)
-            conn.execute("UPDATE memories SET record = ? WHERE rowid = ?", (body_json(rec), rowid))
+            self._rewrite(conn, rowid, rec)
+
+    def _records(self, conn: sqlite3.Connection, memory_ids: Sequence[str]) -> list[tuple[int, MemIR]]:
+        """Inside a transaction: this scope's records ``memory_ids`` with their rowids (500 ids a query)."""
+        t, tp = self.clause(check_only=True)
+        out: list[tuple[int, MemIR]] = []
+        for i in range(0, len(memory_ids), 500):
+            chunk = list(memory_ids[i:i + 500])
+            rows = conn.execute(f"SELECT m.rowid, {READ_COLS} FROM memories m WHERE {t} "
+                                f"AND m.id IN ({','.join('?' * len(chunk))})", tp + chunk).fetchall()
+            out += [(rowid, row_to_record(*rest)) for rowid, *rest in rows]
+        return out
+
+    @staticmethod
+    def _rewrite(conn: sqlite3.Connection, rowid: int, rec: MemIR) -> None:
+        """Inside a transaction: store a changed record body (tags, links) of a row this scope read."""
+        conn.execute("UPDATE memories SET record = ? WHERE rowid = ?", (body_json(rec), rowid))
 
     def drop_links(self, memory_ids: Sequence[str], gone: Sequence[str]) -> int:
         """Remove the ids ``gone`` from the links of this scope's memories ``memory_ids`` (``related`` and
         the link attributes; ``runtime.annotate.enrich.without_links``) in one transaction; returns how many changed."""
         if not memory_ids or not gone:
             return 0
-        t, tp = self.clause(check_only=True)
         changed = 0
         with self.db.transaction() as conn:
-            rows = conn.execute(f"SELECT m.rowid, {READ_COLS} FROM memories m WHERE {t} "
-                                f"AND m.id IN ({','.join('?' * len(memory_ids))})", tp + list(memory_ids)).fetchall()
-            for rowid, *rest in rows:
-                new = without_links(row_to_record(*rest), gone)
+            for rowid, rec in self._records(conn, memory_ids):
+                new = without_links(rec, gone)
                 if new is not None:
-                    conn.execute("UPDATE memories SET record = ? WHERE rowid = ?", (body_json(new), rowid))
+                    self._rewrite(conn, rowid, new)
                     changed += 1
         return changed
 

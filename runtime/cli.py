@@ -102,14 +102,14 @@ def _kv(d: dict[str, Any], keys: Sequence[str]) -> str:
 
 # ---------------------------------------------------------------------------------------------- store access
 
-def _open_store(path: Path | str, create: bool) -> Any:
+def _open_store(path: Path | str, create: bool, config: Any = None) -> Any:
     from .store import MemoryStore
-    return MemoryStore.open(path, create=create)
+    return MemoryStore.open(path, create=create, config=config)
 
 
-def _store(a: argparse.Namespace, *, create: bool = False) -> Any:
+def _store(a: argparse.Namespace, *, create: bool = False, config: Any = None) -> Any:
     if is_postgres_url(a.db):  # the server says whether the store exists (NotFoundError without --create)
-        return _open_store(a.db, create)
+        return _open_store(a.db, create, config)
     p = Path(a.db)
     if not p.exists() and not create:
         raise CliError("missing", f"no store at {p}",
@@ -117,7 +117,7 @@ def _store(a: argparse.Namespace, *, create: bool = False) -> Any:
                                            if hasattr(a, "create") else ""))
     if not p.exists() and not p.parent.is_dir():
         raise CliError("missing", f"directory {p.parent} does not exist", "create it first, or fix the path")
-    return _open_store(p, create)
+    return _open_store(p, create, config)
 
 
 def _scope(store: Any, a: argparse.Namespace) -> Any:
@@ -160,10 +160,18 @@ def cmd_inspect(a: argparse.Namespace) -> int:
         def lines() -> list[str]:
             total = sum(n for _, _, n in users)
             out = [f"{redact_url(a.db)}: {total} memories in {len(users)} scope(s)"]
-            for key in ("by_tier", "by_source_type", "by_dialog_role", "by_sensitivity", "encoders"):
+            for key in ("by_source_type", "by_dialog_role", "by_sensitivity", "encoders"):
                 if stats.get(key):
                     out.append(f"  {key.replace('by_', '').replace('_', ' ')}: "
                                + ", ".join(f"{k} {v}" for k, v in stats[key].items()))
+            for tier, t in sorted(stats.get("tiers", {}).items(), key=lambda kv: kv[0] != "working"):
+                fmts = ", ".join(f"{f} {n}" for f, n in t["formats"].items()) or "none"
+                out.append(f"  tier {tier}: {t['memories']} memories, vectors {_size(t['vector_bytes'])} ({fmts})")
+            if stats.get("cold_format"):
+                stale = sum(n for f, n in stats.get("tiers", {}).get("archive", {}).get("formats", {}).items()
+                            if f != stats["cold_format"])
+                out.append(f"  cold tier format: {stats['cold_format']}"
+                           + (f" ({stale} archived vectors in another format: memir compact DB)" if stale else ""))
             shown = users if a.verbose else users[:10]
             for u, ag, n in shown:
                 fill = f" (fill {n / a.capacity:.0%})" if a.capacity else ""
@@ -180,6 +188,25 @@ def cmd_inspect(a: argparse.Namespace) -> int:
             return out
 
         _emit(a, stats, lines())
+    return 0
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    return f"{n} B"
+
+
+def cmd_compact(a: argparse.Namespace) -> int:
+    from .store import StoreConfig
+    with _store(a, config=StoreConfig(cold_vectors=a.cold_vectors)) as store:
+        n = store.admin_compact_vectors()
+        tiers = store.admin_stats().get("tiers", {})
+    lines = [f"re-encoded {n} vectors; archived vectors are now {a.cold_vectors}"]
+    lines += [f"  tier {t}: {v['memories']} memories, vectors {_size(v['vector_bytes'])}" for t, v in tiers.items()]
+    _emit(a, {"reencoded": n, "cold_format": a.cold_vectors, "tiers": tiers}, lines)
     return 0
 
 
@@ -546,6 +573,13 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--encoder", default="default", choices=["default", "hash"],
                     help="encoder for records without an embedding (hash = test double)")
     sp.add_argument("--quiet", action="store_true", help="no progress bar")
+
+    sp = add("compact", cmd_compact, "store every archived vector in the cold format (after changing it, or "
+             "upgrading a store made before tiers); working vectors stay float32",
+             "memir compact agent.sqlite --cold-vectors int8")
+    db(sp)
+    sp.add_argument("--cold-vectors", default="int8", choices=["int8", "float16", "float32"],
+                    help="format of the cold tier's vectors (default int8: a quarter of float32's bytes)")
 
     sp = add("reembed", cmd_reembed, "re-encode every memory made by another encoder", "memir reembed agent.sqlite")
     db(sp)

@@ -105,6 +105,14 @@ def test_readme_roles_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPat
         "[('billing', 1.0), ('technical', 1.0)]", "[('technical', 1.11), ('billing', 1.0)]", "0.44"]
 
 
+def test_readme_tiers_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                   capsys: pytest.CaptureFixture[str]) -> None:
+    assert _run_block("tiers", tmp_path, monkeypatch, capsys).splitlines() == [
+        "{'memories': 3, 'vector_bytes': 1164, 'formats': {'int8': 3}}",
+        "Order 8812 was refunded on 3 May. working",
+        "access:recall 2"]
+
+
 def test_readme_summaries_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                        capsys: pytest.CaptureFixture[str]) -> None:
     assert _run_block("summaries", tmp_path, monkeypatch, capsys).splitlines() == [

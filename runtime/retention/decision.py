@@ -18,7 +18,7 @@ from .solver import Reason, Status
 __all__ = ["Action", "Bonus", "Constraint", "Cut", "CutItem", "DecisionEntry", "ItemDecision", "MemoryExplanation",
            "RetentionDecision"]
 
-Action = Literal["keep", "write", "archive", "delete", "redact", "skip", "gone"]
+Action = Literal["keep", "write", "archive", "delete", "redact", "skip", "gone", "promote"]
 """What applying a decision does to an item: ``keep`` (stays in working memory), ``write`` (an
 unsaved candidate that was kept and written), ``archive`` (moved to the cold tier), ``delete``,
 ``redact`` (deleted, but others derive from it: a redacted placeholder remains), ``skip`` (an
@@ -115,6 +115,8 @@ class RetentionDecision(_Model):
         budget_tokens: the token budget used, if any.
         kept, archived, deleted, redacted, written: ids by action (``kept`` includes written
             candidates; ``redacted`` = deleted but a placeholder remains).
+        promoted: cold memories moved back to the working tier by an access (a promotion
+            decision, trigger ``access:recall``; :mod:`runtime.store.tiers`).
         expired: archived memories past their TTL, removed by this decision (also listed in
             ``deleted`` or ``redacted``): the TTL holds in the archive too.
         dry_run: nothing was changed; the lists say what the real run would do.
@@ -142,6 +144,7 @@ class RetentionDecision(_Model):
     deleted: list[str] = Field(default_factory=list)
     redacted: list[str] = Field(default_factory=list)
     written: list[str] = Field(default_factory=list)
+    promoted: list[str] = Field(default_factory=list)
     expired: list[str] = Field(default_factory=list)
     dry_run: bool = False
     n_items: int

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from ..annotate.assembler import AssemblerConfig
 from ..errors import ValidationError
 from ..retention.policy import RetentionPolicy
+from .tiers import COLD_FORMATS
 
 __all__ = ["StoreConfig"]
 
@@ -39,6 +40,14 @@ class StoreConfig:
             overrides it): the role-weight model (:class:`runtime.scoring.roles.RoleWeigher`) maps
             the query + recent context to weights over sub-roles, which raise the role-match factor
             of memories of the context's sub-roles. Off by default (static role match only).
+        cold_vectors: how the cold tier (``archive``) stores vectors: ``int8`` (default; 388 bytes
+            for 384 dims, a quarter of float32), ``float16`` or ``float32`` (no compression).
+            Working memories always keep float32. :mod:`runtime.store.tiers`; the recall cost is
+            measured by ``python -m train.evaluate tiers``.
+        promote_on_access: a recall (with ``update_usage``) that returns an archived memory moves it
+            back to the working tier, vector back at float32, by a logged decision (trigger
+            ``access:recall``). Superseded versions and memories past their TTL are never promoted.
+            Default on.
     """
 
     busy_timeout_ms: int = 5_000
@@ -52,6 +61,8 @@ class StoreConfig:
     async_workers: int = 4
     recall_session_mix: float = 0.0
     dynamic_roles: bool = False
+    cold_vectors: str = "int8"
+    promote_on_access: bool = True
 
     def __post_init__(self) -> None:
         problems = []
@@ -70,6 +81,10 @@ class StoreConfig:
             problems.append(("recall_session_mix", "must be a number in [0, 1)"))
         if not isinstance(self.dynamic_roles, bool):
             problems.append(("dynamic_roles", "must be a bool"))
+        if self.cold_vectors not in COLD_FORMATS:
+            problems.append(("cold_vectors", f"must be one of {', '.join(COLD_FORMATS)}"))
+        if not isinstance(self.promote_on_access, bool):
+            problems.append(("promote_on_access", "must be a bool"))
         if self.candidate_pool < 1:
             problems.append(("candidate_pool", "must be >= 1"))
         if not isinstance(self.annotate, AssemblerConfig):

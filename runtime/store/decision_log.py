@@ -18,7 +18,7 @@ from .forgetting import ForgetPlan
 
 __all__ = ["ACTIONS", "by_action", "explanation", "finalize", "head_json", "from_rows"]
 
-ACTIONS = ("keep", "write", "archive", "delete", "redact", "skip", "gone")
+ACTIONS = ("keep", "write", "archive", "delete", "redact", "skip", "gone", "promote")
 
 
 def by_action(items: dict[str, ItemDecision]) -> dict[str, list[str]]:
@@ -53,7 +53,8 @@ def finalize(decision: RetentionDecision, present: Collection[str], plan_forget:
     by["delete"] += [m for m in expired if m not in redacted]
     by["redact"] += [m for m in expired if m in redacted]
     out = decision.model_copy(update={
-        "items": final, "kept": by["keep"] + by["write"], "written": by["write"], "archived": by["archive"],
+        "items": final, "kept": by["keep"] + by["write"] + by["promote"], "written": by["write"],
+        "archived": by["archive"], "promoted": by["promote"],
         "deleted": by["delete"], "redacted": by["redact"], "dry_run": dry_run, "expired": expired})
     return out, by
 

@@ -56,7 +56,7 @@ from ..retention.policy import CapacityFn, Forgotten, RetentionPolicy, Triggers
 from ..retention.rules import ItemRule, Match, RuleSet
 from ..retention.summary import SUMMARY_SOURCE, SUMMARY_TAG, extract_summary
 from ..scoring.roles import RoleWeigher, context_vector, default_role_weigher
-from . import dumps
+from . import dumps, tiers
 from .backend import TenantBackend
 from .filters import RECALL_SENSITIVITY, FilterFields, MemoryFilter, build_filter
 from .live import LiveContext
@@ -540,12 +540,12 @@ class Scope:
             update["confidence"] = j.confidence
         return rec.model_copy(update={"metadata": rec.metadata.model_copy(update=update)}), j
 
-    def _unlink(self, deleted: Sequence[str]) -> None:
+    def _unlink(self, deleted: Sequence[str], known: dict[str, MemIR] | None = None) -> None:
         """Before deleting memories: their corroboration partners drop the links to them (before the
-        delete and its scrub, so no copy of the id outlives it)."""
+        delete and its scrub, so no copy of the id outlives it). ``known``: records already read."""
         partners: builtins.list[str] = []
         for mid in deleted:
-            rec = self._tenant.get(mid)
+            rec = known[mid] if known is not None and mid in known else self._tenant.get(mid)
             if rec is not None:
                 partners += linked_ids(rec)
         gone = set(deleted)
@@ -714,6 +714,8 @@ class Scope:
         pool = max(k, candidates or store.candidate_pool)
         res = self._tenant.search(flt, now, q, k=k, pool=pool, context=context, weights=weights,
                                   touch=update_usage)
+        if update_usage and flt.tier != "working" and res.hits and store.config.promote_on_access:
+            self._promote([h.record.id for h in res.hits], now)
         if explain and store.log_recalls:
             # the logged query is redacted: PII never reaches a log
             qtext = store.builder.draft(query, {}).text if isinstance(query, str) else "<vector>"
@@ -726,6 +728,15 @@ class Scope:
                            "score": {kk: round(vv, 6) for kk, vv in h.score.as_dict().items()}} for h in res.hits],
             }, now)
         return res.hits
+
+    def _promote(self, memory_ids: builtins.list[str], now: datetime) -> None:
+        """Move the archived memories among ``memory_ids`` (a recall's hits) back to the working tier,
+        by a logged decision (:mod:`runtime.store.tiers`)."""
+        promotable = self._tenant.promotable(memory_ids, now)
+        if promotable:
+            self._tenant.apply_decision(tiers.promotion_decision(promotable, at=now, user_id=self.user_id,
+                                                                 agent_id=self.agent_id))
+            self._live().working = None
 
     def recall_log(self, limit: int = 20) -> builtins.list[dict[str, Any]]:
         """The scope's most recent ``explain=True`` recalls, newest first."""
@@ -829,6 +840,10 @@ class Scope:
                                trigger=trigger, candidate=cand)
         # the TTL holds in the archive too: archived memories past it leave with this decision
         decision = decision.model_copy(update={"expired": self._tenant.expired_ids(now, "archive")})
+        if not dry_run:  # what it deletes leaves no link behind in the memories it corroborated
+            doomed = [m for m, it in decision.items.items() if it.action == "delete" and not it.candidate]
+            if doomed or decision.expired:
+                self._unlink(doomed + decision.expired, {r.id: r for r in recs})
         applied = self._tenant.apply_decision(decision, candidates=[(p.record, p.vector) for p in prepared],
                                    dry_run=dry_run)
         if not dry_run:

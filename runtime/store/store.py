@@ -85,9 +85,10 @@ class MemoryStore:
         if is_postgres_url(path):
             from .postgres.backend import PgStore  # psycopg lives in the `postgres` extra
             db = PgStore.open(str(path), pool_size=cfg.pool_size, create=create, embedder=lazy,
-                              exact_search_max=cfg.exact_search_max)
+                              exact_search_max=cfg.exact_search_max, cold_vectors=cfg.cold_vectors)
         else:
-            db = SqliteStore.open(path, busy_timeout_ms=cfg.busy_timeout_ms, create=create, embedder=lazy)
+            db = SqliteStore.open(path, busy_timeout_ms=cfg.busy_timeout_ms, create=create, embedder=lazy,
+                                  cold_vectors=cfg.cold_vectors)
         return cls(db, lazy, cfg)
 
     @property
@@ -182,6 +183,12 @@ class MemoryStore:
         for user_id, agent_id, _ in self.admin_users():
             rows += self.scope(user_id=user_id, agent_id=agent_id).export_rows()
         return dumps.write_dump(rows, path)
+
+    def admin_compact_vectors(self) -> int:
+        """Admin path: store every vector in the format its tier calls for — archived memories in
+        ``StoreConfig.cold_vectors``, working ones in float32 (after the setting changed, or an
+        upgrade from a store without tiers). Returns how many were re-encoded. ``memir compact``."""
+        return self._db.compact_vectors()
 
     def admin_build_indexes(self) -> list[str]:
         """Admin path: build now the vector index of every scope that needs one (PostgreSQL: an HNSW

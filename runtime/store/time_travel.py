@@ -25,7 +25,7 @@ __all__ = ["MemoriesAt", "MemoryAt", "memories_at"]
 TierAfter = Literal["working", "archive", "deleted", "redacted", "not_written"]
 _TIER_AFTER: dict[str, TierAfter] = {"keep": "working", "write": "working", "archive": "archive",
                                      "delete": "deleted", "gone": "deleted", "redact": "redacted",
-                                     "skip": "not_written"}
+                                     "skip": "not_written", "promote": "working"}
 
 
 class MemoryAt(BaseModel):

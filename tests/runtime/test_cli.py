@@ -64,8 +64,8 @@ def test_version_and_console_script() -> None:
 @pytest.fixture
 def db(store_target, monkeypatch: pytest.MonkeyPatch) -> Path:  # type: ignore[no-untyped-def]
     """A store with two users, as a file or a PostgreSQL URL (the CLI takes either)."""
-    monkeypatch.setattr(cli, "_open_store", lambda path, create: MemoryStore.open(path, embedder=HashEmbedder(64),
-                                                                                   create=create))
+    monkeypatch.setattr(cli, "_open_store", lambda path, create, config=None: MemoryStore.open(
+        path, embedder=HashEmbedder(64), create=create, config=config))
     path = store_target("agent.sqlite")
     with MemoryStore.open(path, embedder=HashEmbedder(64)) as store:
         s = store.scope(user_id="u42")
@@ -111,6 +111,31 @@ def test_inspect_retain_explain_snapshot(db: Path, tmp_path: Path, capsys: pytes
     assert capsys.readouterr().out.strip() == f"wrote 21 records to {snap}"
     lines = [json.loads(x) for x in snap.read_text().splitlines()]
     assert len(lines) == 21 and all(x["provenance"]["user_id"] == "u42" for x in lines)
+
+
+def test_inspect_shows_the_tiers_and_compact_reencodes_the_cold_one(db: Path, tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    model = _tiny_model(tmp_path)
+    assert main(["retain", str(db), "--user", "u42", "--capacity", "5", "--model", str(model), "--json"]) == 0
+    capsys.readouterr()
+    assert main(["inspect", str(db)]) == 0
+    out = capsys.readouterr().out
+    # 64-dim vectors: float32 256 B each, int8 68 B
+    assert "tier working: 6 memories, vectors 1.5 KB (float32 6)" in out
+    assert "tier archive: 16 memories, vectors 1.1 KB (int8 16)" in out and "cold tier format: int8" in out
+    assert main(["inspect", str(db), "--json"]) == 0
+    t = json.loads(capsys.readouterr().out)["tiers"]
+    assert t["archive"] == {"memories": 16, "vector_bytes": 16 * 68, "formats": {"int8": 16}}
+    assert main(["compact", str(db), "--cold-vectors", "float16"]) == 0
+    assert capsys.readouterr().out.startswith("re-encoded 16 vectors; archived vectors are now float16")
+    assert main(["inspect", str(db)]) == 0
+    out = capsys.readouterr().out
+    assert "(float16 16)" in out and "16 archived vectors in another format: memir compact DB" in out
+    assert main(["compact", str(db), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["reencoded"] == 16
+    with pytest.raises(SystemExit) as e:  # argparse's usage error: exit 2, one line, no traceback
+        main(["compact", str(db), "--cold-vectors", "int4"])
+    assert e.value.code == 2 and "invalid choice: 'int4'" in capsys.readouterr().err
 
 
 def _fails(args: list[str], code: str, match: str, capsys: pytest.CaptureFixture[str], where: Path) -> None:

@@ -18,7 +18,7 @@ from tests.runtime.annotate.test_discovery import seed_scopes
 
 @pytest.fixture
 def db(store_target, monkeypatch: pytest.MonkeyPatch) -> str:  # type: ignore[no-untyped-def]
-    monkeypatch.setattr(cli, "_open_store", lambda path, create: MemoryStore.open(path, embedder=HashEmbedder(64),
+    monkeypatch.setattr(cli, "_open_store", lambda path, create, config=None: MemoryStore.open(path, embedder=HashEmbedder(64),
                                                                                    create=create))
     path = str(store_target("agent.sqlite"))
     with MemoryStore.open(path, embedder=HashEmbedder(64)) as store:

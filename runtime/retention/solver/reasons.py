@@ -25,6 +25,9 @@ class Reason(StrEnum):
     capacity), ``nonpositive_utility`` (utility ≤ 0: never worth a place unless forced — even
     with spare capacity), ``requires_dropped`` (it implies an item that was dropped),
     ``quota_max`` (its quota is full), ``over_budget`` (it does not fit in the remaining budget).
+
+    Not the optimiser's: ``accessed`` (a cold memory promoted to the working tier because a recall
+    returned it; :mod:`runtime.store.tiers`).
     """
 
     MUST_KEEP = "must_keep"
@@ -40,6 +43,7 @@ class Reason(StrEnum):
     QUOTA_MAX = "quota_max"
     OVER_BUDGET = "over_budget"
     BELOW_CUT = "below_cut"
+    ACCESSED = "accessed"
 
 
 #: Index → code, so per-item reasons can live in a small int array until someone asks for strings.

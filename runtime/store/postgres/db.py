@@ -20,7 +20,9 @@ from typing import Any, Self, TypeVar
 
 from ...encoders.base import Embedder
 from ...errors import DeletionPendingError, MissingDependencyError, StorageError, ValidationError
+from .. import tiers
 from ..location import redact_url
+from . import vectors
 from .schema import APP_ROLE, TENANT_TABLES, hnsw_index_sql, migrate
 
 __all__ = ["PgDB"]
@@ -35,9 +37,12 @@ class PgDB:
         pool: a ``psycopg_pool.ConnectionPool`` of autocommit connections with pgvector registered.
         url: the store URL (shown without its password).
         embedder: the store's encoder.
+        cold_vectors: the format archived memories' vectors are stored in (:mod:`runtime.store.tiers`).
     """
 
-    def __init__(self, pool: Any, url: str, embedder: Embedder, *, exact_search_max: int = 20_000) -> None:
+    def __init__(self, pool: Any, url: str, embedder: Embedder, *, exact_search_max: int = 20_000,
+                 cold_vectors: str = "int8") -> None:
+        self.cold_format: str = tiers.check_format(cold_vectors)
         self._pool = pool
         self.path = redact_url(url)
         self._embedder = embedder
@@ -53,7 +58,7 @@ class PgDB:
     # ------------------------------------------------------------------ lifecycle
     @classmethod
     def open(cls, url: str, *, pool_size: int, create: bool, embedder: Embedder,
-             exact_search_max: int = 20_000) -> Self:
+             exact_search_max: int = 20_000, cold_vectors: str = "int8") -> Self:
         """Connect, migrate (or check) the schema, and start the pool.
 
         Raises:
@@ -85,7 +90,7 @@ class PgDB:
 
         pool = ConnectionPool(url, min_size=1, max_size=max(1, pool_size), open=True, name="memir",
                               kwargs={"autocommit": True, "prepare_threshold": 2}, configure=configure)
-        return cls(pool, url, embedder, exact_search_max=exact_search_max)
+        return cls(pool, url, embedder, exact_search_max=exact_search_max, cold_vectors=cold_vectors)
 
     @property
     def closed(self) -> bool:
@@ -296,6 +301,8 @@ class PgDB:
             for col in ("tier", "source_type", "active_role", "sensitivity", "user_id"):
                 out[f"by_{col}"] = {k: int(n) for k, n in q(f"SELECT {col}, count(*) FROM memories GROUP BY {col}")}
             out["encoders"] = {k: int(n) for k, n in q("SELECT encoder_id, count(*) FROM vectors GROUP BY encoder_id")}
+            out["tiers"] = _tier_stats(q)
+            out["cold_format"] = self.cold_format
             out["last_decisions"] = [json.loads(p) for (p,) in q(
                 "SELECT payload FROM decisions ORDER BY id DESC LIMIT 5").fetchall()]
         return out
@@ -362,6 +369,13 @@ class PgDB:
                 return False
         return True
 
+    def compact_vectors(self) -> int:
+        """Re-encode every vector whose format does not match its tier (after ``cold_vectors``
+        changed, or an upgrade); in chunks of rows, each its own transaction. Returns how many
+        were rewritten."""
+        self.check_open()
+        return vectors.compact(self, self.cold_format)
+
     def stale_vectors(self, encoder_id: str) -> list[tuple[int, str]]:
         """(rowid, record JSON) of every memory with no vector from ``encoder_id`` (for re-embedding)."""
         with self.admin() as conn:
@@ -370,13 +384,32 @@ class PgDB:
                 "WHERE v.encoder_id IS NULL OR v.encoder_id != %s ORDER BY m.rowid", (encoder_id,))]
 
     def put_vectors(self, rows: list[tuple[int, bytes]], encoder_id: str, dim: int) -> None:
-        """Replace the vectors of these rowids in one transaction (re-embedding)."""
+        """Replace the vectors of these rowids in one transaction (re-embedding): written at float32,
+        then archived memories' re-encoded in the cold format."""
         import numpy as np
 
-        with self.admin() as conn, conn.cursor() as cur:
-            cur.executemany(
-                "INSERT INTO vectors(mem_rowid, encoder_id, dim, vec, user_id, agent_id) "
-                "SELECT %s, %s, %s, %s, m.user_id, m.agent_id FROM memories m WHERE m.rowid = %s "
-                "ON CONFLICT (mem_rowid) DO UPDATE SET encoder_id = excluded.encoder_id, dim = excluded.dim, "
-                "vec = excluded.vec",
-                [(rowid, encoder_id, dim, np.frombuffer(vec, dtype=np.float32), rowid) for rowid, vec in rows])
+        with self.admin() as conn:
+            with conn.cursor() as cur:
+                cur.executemany(
+                    "INSERT INTO vectors(mem_rowid, encoder_id, dim, vec, cold, fmt, user_id, agent_id) "
+                    "SELECT %s, %s, %s, %s, NULL, 'float32', m.user_id, m.agent_id FROM memories m WHERE m.rowid = %s "
+                    "ON CONFLICT (mem_rowid) DO UPDATE SET encoder_id = excluded.encoder_id, dim = excluded.dim, "
+                    "vec = excluded.vec, cold = NULL, fmt = 'float32'",
+                    [(rowid, encoder_id, dim, np.frombuffer(vec, dtype=np.float32), rowid) for rowid, vec in rows])
+            vectors.conform(conn, self.cold_format, "TRUE", [], [rowid for rowid, _ in rows])
+
+
+def _tier_stats(q: Callable[..., Any]) -> dict[str, dict[str, Any]]:
+    """Per tier: memories, stored vector bytes (``cold`` bytes, or 4 per dimension of ``vec``) and
+    vectors by format."""
+    out: dict[str, dict[str, Any]] = {}
+    for tier, n in q("SELECT tier, count(*) FROM memories GROUP BY tier ORDER BY tier"):
+        out[str(tier)] = {"memories": int(n), "vector_bytes": 0, "formats": {}}
+    for tier, fmt, n, size in q(
+            "SELECT m.tier, v.fmt, count(*), sum(CASE WHEN v.cold IS NULL THEN 4 * v.dim "
+            "ELSE octet_length(v.cold) END) FROM memories m JOIN vectors v ON v.mem_rowid = m.rowid "
+            "GROUP BY m.tier, v.fmt ORDER BY m.tier, v.fmt"):
+        t = out.setdefault(str(tier), {"memories": 0, "vector_bytes": 0, "formats": {}})
+        t["vector_bytes"] += int(size or 0)
+        t["formats"][str(fmt)] = int(n)
+    return out

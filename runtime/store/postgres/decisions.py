@@ -2,8 +2,9 @@
 
 The same contract as the SQLite backend (:mod:`runtime.store.sqlite.decisions`): the final actions
 come from :func:`runtime.store.decision_log.finalize`, and a decision is applied in **one**
-scoped transaction — candidates inserted, items archived or forgotten, usage columns updated, the
-decision recorded — all or nothing. Items another client deleted in between become ``gone``.
+scoped transaction — candidates inserted, items archived, promoted or forgotten (vectors
+re-encoded to the format of their new tier), usage columns updated, the decision recorded — all
+or nothing. Items another client deleted in between become ``gone``.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from ...record.memir import MemIR
 from ...retention.decision import MemoryExplanation, RetentionDecision
 from ..decision_log import explanation, finalize, from_rows, head_json
 from ..forgetting import ForgetPlan
+from ..tiers import is_promotion
 from . import forget as _forget
 from .tenant import PgTenant, lock_rows
 
@@ -36,7 +38,8 @@ def apply(tenant: PgTenant, decision: RetentionDecision, *, candidates: Sequence
     new = [(r, v) for r, v in candidates if final[r.id].action == "write"]
     t, tp = tenant.clause()
     with tenant.tx() as conn:
-        touched = [m for m, it in final.items() if it.action in ("keep", "archive")] + by["delete"] + by["redact"]
+        touched = ([m for m, it in final.items() if it.action in ("keep", "archive", "promote")]
+                   + by["delete"] + by["redact"])
         lock_rows(tenant, conn, touched)
         if new:
             tenant.insert([r for r, _ in new], [v for _, v in new])
@@ -49,6 +52,13 @@ def apply(tenant: PgTenant, decision: RetentionDecision, *, candidates: Sequence
             if arch:
                 cur.executemany(f"UPDATE memories m SET tier = 'archive', utility = %s, retention_reason = %s "
                                 f"WHERE {t} AND m.id = %s", arch)
+        moved = by["archive"] + by["promote"]
+        if by["promote"]:
+            conn.execute(f"UPDATE memories m SET tier = 'working', retention_reason = 'accessed' "
+                         f"WHERE {t} AND m.id = ANY(%s)", [*tp, list(by["promote"])])
+        if moved:  # vectors to the format of their new tier (cold format / float32)
+            tenant.conform(conn, [int(r) for (r,) in conn.execute(
+                f"SELECT m.rowid FROM memories m WHERE {t} AND m.id = ANY(%s)", [*tp, moved])])
         if by["delete"] or by["redact"]:
             _forget.execute(tenant, conn, ForgetPlan(deleted=by["delete"], redacted=by["redact"]),
                             reason="retention", placeholder_vector=placeholder_vector)
@@ -65,8 +75,9 @@ def _record(tenant: PgTenant, conn: Any, d: RetentionDecision) -> None:
                             "VALUES (%s,%s,%s,%s,%s)",
                             [(rowid, m, bool(it.kept), it.reason.value, it.model_dump_json())
                              for m, it in d.items.items()])
-    conn.execute("UPDATE scopes SET decision_seq = seq WHERE user_id = %s AND agent_id = %s",
-                 (tenant.user_id, tenant.agent_id))
+    if not is_promotion(d):  # a promotion on access leaves the write counter to retention's triggers
+        conn.execute("UPDATE scopes SET decision_seq = seq WHERE user_id = %s AND agent_id = %s",
+                     (tenant.user_id, tenant.agent_id))
 
 
 def get(tenant: PgTenant, decision_id: str) -> RetentionDecision:

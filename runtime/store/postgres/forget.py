@@ -58,6 +58,7 @@ def execute(tenant: PgTenant, conn: Any, p: ForgetPlan, *, reason: str, placehol
         text = placeholder_text(reason)
         vec = (np.asarray(placeholder_vector, np.float32) if placeholder_vector is not None
                else np.asarray(emb.encode([text])[0], np.float32))
+        rowids: list[int] = []
         for memory_id in p.redacted:
             rec = tenant.get(memory_id)
             if rec is None:  # deleted concurrently: nothing left to redact
@@ -72,7 +73,10 @@ def execute(tenant: PgTenant, conn: Any, p: ForgetPlan, *, reason: str, placehol
             # the placeholder keeps a vector of its own text so recall over the scope stays consistent
             conn.execute("INSERT INTO vectors(mem_rowid, encoder_id, dim, vec) VALUES (%s,%s,%s,%b) "
                          "ON CONFLICT (mem_rowid) DO UPDATE SET encoder_id = excluded.encoder_id, "
-                         "dim = excluded.dim, vec = excluded.vec", (row[0], emb.encoder_id, emb.dim, vec))
+                         "dim = excluded.dim, vec = excluded.vec, cold = NULL, fmt = 'float32'",
+                         (row[0], emb.encoder_id, emb.dim, vec))
+            rowids.append(int(row[0]))
+        tenant.conform(conn, rowids)  # an archived placeholder's vector in the cold format
 
 
 def tombstone_logs(tenant: PgTenant, conn: Any, memory_ids: Sequence[str]) -> None:

@@ -1,8 +1,9 @@
 """The PostgreSQL layout of a memir store, its migrations, and row-level security.
 
 The same typed MemIR columns as the SQLite layout (:mod:`runtime.store.sqlite.schema`), the same
-record JSON (``text``, so a record round-trips byte for byte), vectors in pgvector's ``vector``
-type with one HNSW index per encoder. Every table that holds a scope's data carries
+record JSON (``text``, so a record round-trips byte for byte), working memories' vectors in
+pgvector's ``vector`` type with one HNSW index per large scope and encoder, archived memories'
+in the store's cold format as ``bytea`` (:mod:`.vectors`). Every table that holds a scope's data carries
 ``user_id``/``agent_id`` (child tables fill them from the transaction's scope settings by
 default) and a row-level-security policy: the role a scope runs as (:data:`APP_ROLE`, neither
 superuser nor owner, no ``BYPASSRLS``) sees and writes only rows of the scope named by
@@ -19,8 +20,10 @@ from ...errors import NotFoundError, ValidationError
 
 __all__ = ["APP_ROLE", "STORE_FORMAT", "TENANT_TABLES", "hnsw_index_sql", "migrate"]
 
-STORE_FORMAT = 1
-"""Version of this layout (independent of the SQLite layout's)."""
+STORE_FORMAT = 2
+"""Version of this layout (independent of the SQLite layout's). 1: the first release. 2: vectors
+carry their format (``fmt``): float32 in ``vec`` (the working tier), float16/int8 in ``cold`` with
+``vec`` NULL (the archive, in the store's cold format: :mod:`runtime.store.tiers`)."""
 
 APP_ROLE = "memir_app"
 """The role every scoped transaction runs as (``SET LOCAL ROLE``); created on first migration."""
@@ -29,6 +32,10 @@ _LOCK_KEY = 0x6D656D6972  # "memir": one advisory lock serialises concurrent mig
 
 _SCOPE_COLS = ("user_id text NOT NULL DEFAULT current_setting('memir.user_id'), "
                "agent_id text NOT NULL DEFAULT current_setting('memir.agent_id')")
+
+# a float32 vector is in `vec` (pgvector: the HNSW index covers it), a cold one in `cold`, never both
+_VEC_CHECK = ("vectors_fmt_check CHECK ((fmt = 'float32' AND vec IS NOT NULL AND cold IS NULL) "
+              "OR (fmt IN ('float16', 'int8') AND vec IS NULL AND cold IS NOT NULL))")
 
 # (table, CREATE statement); the tenant tables all get the same RLS policy.
 _TABLES: list[tuple[str, str]] = [
@@ -76,7 +83,8 @@ _TABLES: list[tuple[str, str]] = [
         PRIMARY KEY (user_id, agent_id))"""),
     ("vectors", f"""CREATE TABLE IF NOT EXISTS vectors (
         mem_rowid bigint PRIMARY KEY REFERENCES memories(rowid) ON DELETE CASCADE,
-        encoder_id text NOT NULL, dim integer NOT NULL, vec vector NOT NULL, {_SCOPE_COLS})"""),
+        encoder_id text NOT NULL, dim integer NOT NULL, vec vector, cold bytea,
+        fmt text NOT NULL DEFAULT 'float32', {_SCOPE_COLS}, CONSTRAINT {_VEC_CHECK})"""),
     ("recall_log", f"""CREATE TABLE IF NOT EXISTS recall_log (
         id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, {_SCOPE_COLS},
         at double precision NOT NULL, payload text NOT NULL)"""),
@@ -161,6 +169,8 @@ def migrate(conn: Any, *, create: bool, where: str) -> None:
             conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
             for _, ddl in _TABLES:
                 conn.execute(ddl)
+            if found is not None and found < 2:
+                _migrate_1_to_2(conn)
             for ddl in _INDEXES:
                 conn.execute(ddl)
             conn.execute("INSERT INTO memir_meta(key, value) VALUES ('format', %s) ON CONFLICT (key) DO NOTHING",
@@ -171,6 +181,17 @@ def migrate(conn: Any, *, create: bool, where: str) -> None:
             f"the user of {where} may not set up a memir store: {e.diag.message_primary}. It needs CREATE on the "
             f"database (for the vector extension: superuser, or the extension created beforehand), CREATEROLE "
             f"(or a role {APP_ROLE!r} created beforehand and granted to it)", field="url") from e
+
+
+def _migrate_1_to_2(conn: Any) -> None:
+    """Vectors carry their format. Existing vectors are float32 (``fmt`` defaults to it, no rewrite);
+    archived ones move to the cold format on ``compact_vectors`` (or when a decision next touches them)."""
+    conn.execute("ALTER TABLE vectors ALTER COLUMN vec DROP NOT NULL, ADD COLUMN IF NOT EXISTS cold bytea, "
+                 "ADD COLUMN IF NOT EXISTS fmt text NOT NULL DEFAULT 'float32'")
+    if conn.execute("SELECT 1 FROM pg_constraint WHERE conrelid = 'vectors'::regclass "
+                    "AND conname = 'vectors_fmt_check'").fetchone() is None:
+        conn.execute(f"ALTER TABLE vectors ADD CONSTRAINT {_VEC_CHECK}")
+    conn.execute("UPDATE memir_meta SET value = %s WHERE key = 'format'", (str(STORE_FORMAT),))
 
 
 def _format(conn: Any) -> int | None:

@@ -7,6 +7,10 @@ first time a search finds the scope large; searches stay exact until it is ready
 through it (``ef_search`` sized to the pool), the filter applied to what the index yields; if
 that leaves fewer than ``pool`` candidates, it falls back to the exact scan, so a narrow filter
 never loses hits.
+Only working memories (float32, in ``vec``) are in the HNSW index, so only a search of the working
+tier uses it. Archived memories' vectors are stored in the cold format (:mod:`.vectors`): when the
+filter can include them, the exact scan scores them in numpy (decoded, one pass per format) and
+merges them with the working memories' distances computed in SQL.
 Candidates are re-ranked exactly as on SQLite (:func:`runtime.store.ranking.score`), and only the
 ``k`` records returned are parsed.
 """
@@ -19,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from ...record.memir import RoleContext
+from .. import tiers
 from ..filters import MemoryFilter
 from ..ranking import Hit, RankWeights, SearchResult, score
 from ..rows import READ_COLS, row_to_record
@@ -42,9 +47,10 @@ def _search(tenant: PgTenant, flt: MemoryFilter, now: datetime, q: np.ndarray, *
     emb = tenant.db.embedder
     qv = np.asarray(q, np.float32)
     with tenant.tx() as conn:
-        exact = (not tenant.db.scope_is_large(tenant.user_id, tenant.agent_id)
-                 or not tenant.db.vector_index_ready(tenant.user_id, tenant.agent_id, emb.encoder_id, emb.dim))
-        rows = None if exact else _hnsw(tenant, conn, flt, now, qv, pool)
+        hnsw = (flt.tier == "working"  # the index holds float32 vectors: the working tier's
+                and tenant.db.scope_is_large(tenant.user_id, tenant.agent_id)
+                and tenant.db.vector_index_ready(tenant.user_id, tenant.agent_id, emb.encoder_id, emb.dim))
+        rows = _hnsw(tenant, conn, flt, now, qv, pool) if hnsw else None
         if rows is None:
             rows = _exact(tenant, conn, flt, now, qv, pool)
         missing = [int(r[0]) for r in rows if r[-1] is None]
@@ -70,14 +76,34 @@ def _search(tenant: PgTenant, flt: MemoryFilter, now: datetime, q: np.ndarray, *
 
 def _exact(tenant: PgTenant, conn: Any, flt: MemoryFilter, now: datetime, q: np.ndarray,
            pool: int) -> list[tuple[Any, ...]]:
-    """Exact top-``pool`` inside the filter (rows with no vector of this encoder sort first)."""
+    """Exact top-``pool`` inside the filter (rows with no vector of this encoder sort first):
+    float32 vectors scored in SQL, cold ones (when the filter can include the archive) in numpy."""
     emb = tenant.db.embedder
     where, params = flt.where(now, "%s")
     t, tp = tenant.clause()
-    return conn.execute(
+    hot = conn.execute(
         f"SELECT {_COLS}, v.vec <#> %b::vector AS d FROM memories m LEFT JOIN vectors v ON v.mem_rowid = m.rowid "
-        f"AND v.encoder_id = %s AND v.dim = %s WHERE {t} AND {where} ORDER BY d NULLS FIRST, m.rowid LIMIT %s",
+        f"AND v.encoder_id = %s AND v.dim = %s WHERE {t} AND {where} AND (v.mem_rowid IS NULL OR v.vec IS NOT NULL) "
+        f"ORDER BY d NULLS FIRST, m.rowid LIMIT %s",
         [q, emb.encoder_id, emb.dim, *tp, *params, int(pool)]).fetchall()
+    if flt.tier == "working":
+        return list(hot)
+    cold = conn.execute(
+        f"SELECT m.rowid, v.cold, v.fmt FROM memories m JOIN vectors v ON v.mem_rowid = m.rowid "
+        f"AND v.encoder_id = %s AND v.dim = %s WHERE {t} AND {where} AND v.vec IS NULL AND v.cold IS NOT NULL",
+        [emb.encoder_id, emb.dim, *tp, *params]).fetchall()
+    if not cold:
+        return list(hot)
+    # <#> is the negative inner product: the same distance for the decoded cold vectors
+    d = -(tiers.decode_rows([(bytes(b), str(f)) for _, b, f in cold], int(emb.dim)) @ q.reshape(-1))
+    rowids = np.array([int(r[0]) for r in cold], dtype=np.int64)
+    top = np.lexsort((rowids, d))[:pool]  # by distance, ties by rowid (as the SQL scan orders)
+    dist = {int(rowids[i]): float(d[i]) for i in top}
+    found = conn.execute(f"SELECT {_COLS} FROM memories m WHERE {t} AND m.rowid = ANY(%s)",
+                         [*tp, list(dist)]).fetchall()
+    merged = list(hot) + [(*r, dist[int(r[0])]) for r in found]
+    merged.sort(key=lambda r: (r[-1] is not None, float(r[-1]) if r[-1] is not None else 0.0, int(r[0])))
+    return merged[:pool]
 
 
 def _hnsw(tenant: PgTenant, conn: Any, flt: MemoryFilter, now: datetime, q: np.ndarray,

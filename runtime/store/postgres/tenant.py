@@ -26,6 +26,7 @@ from ..filters import MemoryFilter
 from ..rows import COLUMNS, N_COLUMNS, READ_COLS, body_json, record_to_row, row_to_record, ts, with_tags
 from ..write_checks import BatchNames, check_references, unique_ids
 from .db import PgDB
+from .vectors import VEC_COLS, columns, conform, stack, vector_array, vector_of, wanted_format
 
 __all__ = ["PgTenant", "lock_rows", "retried", "vector_array"]
 
@@ -42,11 +43,6 @@ def retried(method: F) -> F:
     def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
         return self.db.retrying(lambda: method(self, *args, **kwargs))
     return wrapper  # type: ignore[return-value]
-
-
-def vector_array(v: Any) -> np.ndarray:
-    """A pgvector value as a float32 array (the adapter returns ``pgvector.Vector`` objects)."""
-    return np.asarray(v.to_numpy() if hasattr(v, "to_numpy") else v, dtype=np.float32)
 
 
 def lock_rows(tenant: PgTenant, conn: Any, ids: Sequence[str]) -> None:
@@ -75,6 +71,12 @@ class PgTenant:
     def clause(self, alias: str = "m") -> tuple[str, list[Any]]:
         """The scope's SQL condition and parameters (row-level security enforces it as well)."""
         return f"{alias}.user_id = %s AND {alias}.agent_id = %s", [self.user_id, self.agent_id]
+
+    def conform(self, conn: Any, rowids: Sequence[int]) -> int:
+        """Inside a transaction: re-encode the vectors of this scope's ``rowids`` into the format
+        their tier calls for (:func:`.vectors.conform`); returns how many changed."""
+        t, tp = self.clause()
+        return conform(conn, self.db.cold_format, t, tp, rowids)
 
     # ------------------------------------------------------------------ per-scope state
     def state(self) -> ScopeRow:
@@ -190,8 +192,10 @@ class PgTenant:
         t, tp = self.clause()
         tier = ", tier = 'archive'" if archive else ""
         with self.tx() as conn:
-            conn.execute(f"UPDATE memories m SET record = %s, retention_reason = %s{tier} WHERE {t} AND m.id = %s",
-                         [body_json(new), f"superseded_by:{new_id}", *tp, old_id])
+            row = conn.execute(f"UPDATE memories m SET record = %s, retention_reason = %s{tier} WHERE {t} AND m.id = %s "
+                               f"RETURNING m.rowid", [body_json(new), f"superseded_by:{new_id}", *tp, old_id]).fetchone()
+            if archive and row is not None:
+                self.conform(conn, [int(row[0])])
 
     @retried
     def add_tags(self, memory_ids: Sequence[str], tags: Sequence[str]) -> int:
@@ -282,9 +286,9 @@ class PgTenant:
         t, tp = self.clause()
         with self.tx() as conn:
             rows = conn.execute(
-                f"SELECT {READ_COLS}, v.vec, v.encoder_id FROM memories m "
+                f"SELECT {READ_COLS}, v.encoder_id, {VEC_COLS} FROM memories m "
                 f"LEFT JOIN vectors v ON v.mem_rowid = m.rowid WHERE {t} ORDER BY m.seq, m.rowid", tp).fetchall()
-        return [(row_to_record(*r[:5]), None if r[5] is None else vector_array(r[5]), r[6]) for r in rows]
+        return [(row_to_record(*r[:5]), vector_of(*r[6:10]), r[5]) for r in rows]
 
     def expired_ids(self, now: datetime, tier: str = "archive") -> list[str]:
         """Ids of the scope's memories in ``tier`` whose TTL (``expires_at``) has passed at ``now``."""
@@ -300,6 +304,23 @@ class PgTenant:
         with self.tx() as conn:
             row = conn.execute(f"SELECT tier FROM memories m WHERE {t} AND m.id = %s", [*tp, memory_id]).fetchone()
         return None if row is None else str(row[0])
+
+    def promotable(self, memory_ids: Sequence[str], now: datetime) -> list[tuple[str, float | None]]:
+        """Of ``memory_ids``, this scope's archived memories a recall may promote, with their stored
+        utility, in the order given: not superseded versions (a memory of the scope links to them
+        with ``supersedes``), not past their TTL at ``now`` (the next decision deletes those)."""
+        if not memory_ids:
+            return []
+        t, tp = self.clause()
+        with self.tx() as conn:
+            found = {str(i): u for i, u in conn.execute(
+                f"SELECT m.id, m.utility FROM memories m WHERE {t} AND m.id = ANY(%s) AND m.tier = 'archive' "
+                f"AND (m.expires_at IS NULL OR m.expires_at > %s) "
+                f"AND NOT EXISTS (SELECT 1 FROM memory_links l JOIN memories n ON n.rowid = l.mem_rowid "
+                f"WHERE l.kind = 'supersedes' AND l.target_id = m.id AND {t.replace('m.', 'n.')})",
+                [*tp, list(dict.fromkeys(memory_ids)), ts(now), *tp])}
+        return [(m, None if found[m] is None else float(found[m]))
+                for m in dict.fromkeys(memory_ids) if m in found]
 
     def select(self, flt: MemoryFilter, now: datetime, limit: int | None = None) -> list[MemIR]:
         """Records passing ``flt``, in write order."""
@@ -329,7 +350,7 @@ class PgTenant:
         t, tp = self.clause()
         with self.tx() as conn:
             rows = conn.execute(
-                f"SELECT {READ_COLS}, m.rowid, m.seq, v.vec FROM memories m LEFT JOIN vectors v "
+                f"SELECT {READ_COLS}, m.rowid, m.seq, v.mem_rowid, {VEC_COLS} FROM memories m LEFT JOIN vectors v "
                 f"ON v.mem_rowid = m.rowid AND v.encoder_id = %s AND v.dim = %s WHERE {t} AND {where} "
                 f"ORDER BY m.seq, m.rowid", [emb.encoder_id, emb.dim, *tp, *params]).fetchall()
             missing = [int(r[5]) for r in rows if r[7] is None]
@@ -338,13 +359,12 @@ class PgTenant:
                 rows = [r for r in rows if r[7] is not None]
         recs = [row_to_record(*r[:5]) for r in rows]
         seqs = np.array([r[6] for r in rows], dtype=np.int64)
-        mat = (np.vstack([vector_array(r[7]) for r in rows]) if rows
-               else np.zeros((0, emb.dim), np.float32))
-        return recs, mat, seqs
+        return recs, stack([r[8:12] for r in rows], int(emb.dim)), seqs
 
     def raise_if_mismatched(self, conn: Any, rowids: Sequence[int]) -> None:
         """Raise :class:`EncoderMismatchError` if any of ``rowids`` still exists with a vector from
-        another encoder (rows that no longer exist were deleted concurrently: not an error)."""
+        another encoder (rows that no longer exist were deleted concurrently: not an error; a row
+        with a vector of this encoder, hot or cold, is not missing)."""
         emb = self.db.embedder
         t, tp = self.clause()
         others = conn.execute(
@@ -364,12 +384,10 @@ class PgTenant:
         t, tp = self.clause()
         with self.tx() as conn:
             rows = conn.execute(
-                f"SELECT v.vec FROM memories m JOIN vectors v ON v.mem_rowid = m.rowid AND v.encoder_id = %s "
+                f"SELECT {VEC_COLS} FROM memories m JOIN vectors v ON v.mem_rowid = m.rowid AND v.encoder_id = %s "
                 f"AND v.dim = %s WHERE {t} AND NOT ((m.record::jsonb -> 'metadata' -> 'flags') ? 'placeholder') "
                 f"ORDER BY m.seq DESC, m.rowid DESC LIMIT %s", [emb.encoder_id, emb.dim, *tp, int(n)]).fetchall()
-        if not rows:
-            return np.zeros((0, emb.dim), np.float32)
-        return np.vstack([vector_array(r[0]) for r in reversed(rows)])
+        return stack(list(reversed(rows)), int(emb.dim))
 
     def working_count(self) -> int:
         """Memories in working memory (for the fill watermark)."""
@@ -415,13 +433,15 @@ class PgTenant:
         emb = self.db.embedder
         t, tp = self.clause()
         done: list[str] = []
+        rowids: list[int] = []
         with self.tx() as conn:
             lock_rows(self, conn, [m for m, _ in vectors])
             for mid, vec in vectors:
                 row = conn.execute(f"SELECT m.rowid FROM memories m WHERE {t} AND m.id = %s", [*tp, mid]).fetchone()
                 if row is None:
                     continue
-                cur = conn.execute("UPDATE vectors SET vec = %b WHERE mem_rowid = %s AND encoder_id = %s AND dim = %s",
+                cur = conn.execute("UPDATE vectors SET vec = %b, cold = NULL, fmt = 'float32' "
+                                   "WHERE mem_rowid = %s AND encoder_id = %s AND dim = %s",
                                    (np.asarray(vec, np.float32), row[0], emb.encoder_id, emb.dim))
                 if cur.rowcount != 1:
                     continue
@@ -429,6 +449,8 @@ class PgTenant:
                 conn.execute("INSERT INTO memory_links(mem_rowid, kind, target_id) VALUES (%s, 'refreshed', %s)",
                              (row[0], mark))
                 done.append(mid)
+                rowids.append(int(row[0]))
+            self.conform(conn, rowids)  # archived ones back to the cold format
         return done
 
     # ------------------------------------------------------------------ recall log
@@ -451,12 +473,12 @@ class PgTenant:
         t, tp = self.clause()
         with self.tx() as conn:
             rows = conn.execute(
-                f"SELECT {READ_COLS}, m.tier, m.seq, v.vec, v.encoder_id, c.features FROM memories m "
+                f"SELECT {READ_COLS}, m.tier, m.seq, v.encoder_id, c.features, {VEC_COLS} FROM memories m "
                 f"LEFT JOIN vectors v ON v.mem_rowid = m.rowid LEFT JOIN memory_context c ON c.mem_rowid = m.rowid "
                 f"WHERE {t} AND m.seq > %s ORDER BY m.seq, m.rowid LIMIT %s",
                 [*tp, int(after_seq), int(limit)]).fetchall()
-        return [StoredRow(row_to_record(*r[:5]), str(r[5]), int(r[6]), None if r[7] is None else vector_array(r[7]),
-                          r[8], None if r[9] is None else bytes(r[9])) for r in rows]
+        return [StoredRow(row_to_record(*r[:5]), str(r[5]), int(r[6]), vector_of(*r[9:13]), r[7],
+                          None if r[8] is None else bytes(r[8])) for r in rows]
 
     @retried
     def restore_rows(self, rows: Sequence[StoredRow]) -> int:
@@ -471,11 +493,14 @@ class PgTenant:
                 rowids = _returned_rowids(cur)
                 pairs = list(zip(rowids, todo))
                 _insert_links(cur, [(rid, row.record) for rid, row in pairs])
-                vecs = [(rid, row.encoder_id, int(row.vector.shape[0]), np.asarray(row.vector, np.float32))
-                        for rid, row in pairs if row.vector is not None]
+                cold = self.db.cold_format
+                vecs = [(rid, row.encoder_id, int(row.vector.shape[0]), fmt, *columns(row.vector, fmt))
+                        for rid, row in pairs if row.vector is not None
+                        for fmt in (wanted_format(row.tier, cold),)]
                 ctx = [(rid, row.context) for rid, row in pairs if row.context is not None]
                 for sql, params in (
-                        ("INSERT INTO vectors(mem_rowid, encoder_id, dim, vec) VALUES (%s,%s,%s,%b)", vecs),
+                        ("INSERT INTO vectors(mem_rowid, encoder_id, dim, fmt, vec, cold) VALUES (%s,%s,%s,%s,%s,%s)",
+                         vecs),
                         ("INSERT INTO memory_context(mem_rowid, features) VALUES (%s,%s)", ctx)):
                     if params:
                         cur.executemany(sql, params)

@@ -20,6 +20,8 @@ from typing import Any, Self
 
 from ...encoders.base import Embedder
 from ...errors import DeletionPendingError, NotFoundError, ValidationError
+from .. import tiers
+from . import vectors as _vectors
 from .schema import apply_pragmas, check_not_foreign, migrate
 from .vector_cache import VectorCache
 
@@ -37,8 +39,10 @@ class SqliteDB:
         embedder: the store's encoder (a :class:`~runtime.encoders.LazyEmbedder` loads it on first use).
     """
 
-    def __init__(self, conn: sqlite3.Connection, path: str, embedder: Embedder, *, busy_ms: int = 5_000) -> None:
+    def __init__(self, conn: sqlite3.Connection, path: str, embedder: Embedder, *, busy_ms: int = 5_000,
+                 cold_vectors: str = "int8") -> None:
         self._conn = conn
+        self.cold_format: str = tiers.check_format(cold_vectors)
         self.path = path
         self.in_memory = path == ":memory:"
         self.lock = threading.RLock()
@@ -51,7 +55,8 @@ class SqliteDB:
 
     # ------------------------------------------------------------------ lifecycle
     @classmethod
-    def open(cls, path: str | Path, *, busy_timeout_ms: int, create: bool, embedder: Embedder) -> Self:
+    def open(cls, path: str | Path, *, busy_timeout_ms: int, create: bool, embedder: Embedder,
+             cold_vectors: str = "int8") -> Self:
         """Open (and with ``create``, create) a store file, migrating an older layout.
 
         Raises:
@@ -67,12 +72,13 @@ class SqliteDB:
         if "\x00" in path:
             raise ValidationError("the store path contains a NUL character", field="path")
         try:
-            return cls._open(path, in_memory, busy_timeout_ms, create, embedder)
+            return cls._open(path, in_memory, busy_timeout_ms, create, embedder, cold_vectors)
         except OSError as e:  # too long a name, no permission, a read-only directory...
             raise ValidationError(f"cannot open the store at {path[:200]!r}: {e.strerror or e}", field="path") from e
 
     @classmethod
-    def _open(cls, path: str, in_memory: bool, busy_timeout_ms: int, create: bool, embedder: Embedder) -> Self:
+    def _open(cls, path: str, in_memory: bool, busy_timeout_ms: int, create: bool, embedder: Embedder,
+              cold_vectors: str) -> Self:
         if not in_memory:
             p = Path(path)
             if p.is_dir():
@@ -99,7 +105,7 @@ class SqliteDB:
             migrate(conn, path)
         except sqlite3.DatabaseError as e:
             raise ValidationError(f"{path} cannot be opened as a memir store: {e}", field="path") from e
-        return cls(conn, path, embedder, busy_ms=busy_timeout_ms)
+        return cls(conn, path, embedder, busy_ms=busy_timeout_ms, cold_vectors=cold_vectors)
 
     @property
     def closed(self) -> bool:
@@ -259,6 +265,15 @@ class SqliteDB:
             for col in ("tier", "source_type", "active_role", "sensitivity", "user_id"):
                 out[f"by_{col}"] = dict(q(f"SELECT {col}, count(*) FROM memories GROUP BY {col}").fetchall())
             out["encoders"] = dict(q("SELECT encoder_id, count(*) FROM vectors GROUP BY encoder_id").fetchall())
+            out["tiers"] = {}
+            for tier, fmt, n, nbytes in q("SELECT m.tier, v.fmt, count(*), coalesce(sum(length(v.vec)), 0) FROM memories m "
+                                          "LEFT JOIN vectors v ON v.mem_rowid = m.rowid GROUP BY m.tier, v.fmt"):
+                t = out["tiers"].setdefault(tier, {"memories": 0, "vector_bytes": 0, "formats": {}})
+                t["memories"] += int(n)
+                t["vector_bytes"] += int(nbytes)
+                if fmt is not None:
+                    t["formats"][fmt] = int(n)
+            out["cold_format"] = self.cold_format
             out["last_decisions"] = [json.loads(p) for (p,) in q(
                 "SELECT payload FROM decisions ORDER BY id DESC LIMIT 5").fetchall()]
         return out
@@ -293,8 +308,21 @@ class SqliteDB:
                 "WHERE v.encoder_id IS NULL OR v.encoder_id != ? ORDER BY m.rowid", (encoder_id,)).fetchall()
 
     def put_vectors(self, rows: list[tuple[int, bytes]], encoder_id: str, dim: int) -> None:
-        """Replace the vectors of these rowids in one transaction (re-embedding)."""
+        """Replace the vectors of these rowids (float32 bytes) in one transaction (re-embedding);
+        archived memories' vectors are stored in the cold format."""
         with self.transaction() as conn:
-            conn.executemany("INSERT OR REPLACE INTO vectors(mem_rowid, encoder_id, dim, vec) VALUES (?,?,?,?)",
-                             [(rowid, encoder_id, dim, vec) for rowid, vec in rows])
+            conn.executemany("INSERT OR REPLACE INTO vectors(mem_rowid, encoder_id, dim, vec, fmt) "
+                             "VALUES (?,?,?,?,'float32')", [(rowid, encoder_id, dim, vec) for rowid, vec in rows])
+            _vectors.conform(conn, self.cold_format, "1", [], [rowid for rowid, _ in rows])
             self.bump_vector_epoch(conn)
+
+    def compact_vectors(self) -> int:
+        """Re-encode every vector whose format does not match its tier (after ``cold_vectors``
+        changed, or an upgrade from a store without tiers); returns how many were rewritten."""
+        with self.transaction() as conn:
+            n = _vectors.conform(conn, self.cold_format, "1", [])
+            if n:
+                self.bump_vector_epoch(conn)
+        if n:
+            self.checkpoint(1.0)  # the float32 page images leave the WAL
+        return n

@@ -20,6 +20,7 @@ from ...record.memir import MemIR
 from ...retention.decision import MemoryExplanation, RetentionDecision
 from ..decision_log import explanation, finalize, from_rows, head_json
 from ..forgetting import ForgetPlan
+from ..tiers import is_promotion
 from . import forget as _forget
 from .tenant import SqliteTenant
 
@@ -52,6 +53,9 @@ def apply(tenant: SqliteTenant, decision: RetentionDecision, *, candidates: Sequ
         conn.executemany(f"UPDATE memories SET tier = 'archive', utility = ?, retention_reason = ? "
                          f"WHERE {t} AND id = ?",
                          [(final[m].utility, final[m].reason.value, *tp, m) for m in by["archive"]])
+        conn.executemany(f"UPDATE memories SET tier = 'working', retention_reason = ? WHERE {t} AND id = ?",
+                         [(final[m].reason.value, *tp, m) for m in by["promote"]])
+        tenant.conform_vectors(conn, by["archive"] + by["promote"])  # cold format / back to float32
         if by["delete"] or by["redact"]:
             reason = "retention"
             _forget.execute(tenant, conn, ForgetPlan(deleted=by["delete"], redacted=by["redact"]),
@@ -69,8 +73,9 @@ def _record(tenant: SqliteTenant, conn: Any, d: RetentionDecision) -> None:
     conn.executemany("INSERT INTO decision_items(decision_rowid, memory_id, kept, reason, payload) VALUES (?,?,?,?,?)",
                      [(cur.lastrowid, m, int(it.kept), it.reason.value, it.model_dump_json())
                       for m, it in d.items.items()])
-    conn.execute("UPDATE scopes SET decision_seq = ? WHERE user_id=? AND agent_id=?",
-                 (seq, tenant.user_id, tenant.agent_id))
+    if not is_promotion(d):  # a promotion on access leaves the write counter to retention's triggers
+        conn.execute("UPDATE scopes SET decision_seq = ? WHERE user_id=? AND agent_id=?",
+                     (seq, tenant.user_id, tenant.agent_id))
 
 
 def _scope_seq(conn: Any, tenant: SqliteTenant) -> int:

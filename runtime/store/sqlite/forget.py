@@ -80,6 +80,7 @@ def execute(tenant: SqliteTenant, conn: sqlite3.Connection, p: ForgetPlan, *, re
             # the placeholder keeps a vector of its own text so recall over the scope stays consistent
             conn.execute("INSERT INTO vectors(mem_rowid, encoder_id, dim, vec) VALUES (?,?,?,?)",
                          (row[0], emb.encoder_id, emb.dim, vec.tobytes()))
+        tenant.conform_vectors(conn, p.redacted)  # an archived placeholder's vector in the cold format
     if p.deleted or p.redacted:
         tenant.db.bump_vector_epoch(conn)
 

@@ -16,10 +16,12 @@ from ...errors import ValidationError
 
 __all__ = ["SCHEMA_SQL", "STORE_FORMAT", "apply_pragmas", "check_not_foreign", "migrate"]
 
-STORE_FORMAT = 2
+STORE_FORMAT = 3
 """Version of this layout. 1: the first release. 2: per-scope state (``scopes``: write counter,
 open session, last decision), correction links (``memory_links``) and session-context features
-(``memory_context``); ``seq`` counts writes per scope."""
+(``memory_context``); ``seq`` counts writes per scope. 3: ``vectors.fmt``, the format a vector is
+stored in (float32 in the working tier, the store's cold format in the archive:
+:mod:`runtime.store.tiers`)."""
 
 SCHEMA_SQL = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -96,7 +98,8 @@ CREATE TABLE IF NOT EXISTS vectors (
     mem_rowid INTEGER PRIMARY KEY REFERENCES memories(rowid) ON DELETE CASCADE,
     encoder_id TEXT NOT NULL,
     dim INTEGER NOT NULL,
-    vec BLOB NOT NULL
+    vec BLOB NOT NULL,
+    fmt TEXT NOT NULL DEFAULT 'float32'
 );
 CREATE INDEX IF NOT EXISTS ix_vectors_encoder ON vectors(encoder_id);
 CREATE TABLE IF NOT EXISTS recall_log (
@@ -176,8 +179,11 @@ def migrate(conn: sqlite3.Connection, path: str) -> None:
         if found is None:
             conn.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('format', ?)", (str(STORE_FORMAT),))
             conn.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('vector_epoch', '0')")
-        elif found < 2:
-            _migrate_1_to_2(conn)
+        else:
+            if found < 2:
+                _migrate_1_to_2(conn)
+            if found < 3:
+                _migrate_2_to_3(conn)
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
@@ -197,6 +203,15 @@ def _migrate_1_to_2(conn: sqlite3.Connection) -> None:
                  "SELECT rowid, 'supersedes', json_extract(record, '$.metadata.attributes.supersedes') "
                  "FROM memories WHERE json_extract(record, '$.metadata.attributes.supersedes') IS NOT NULL")
     conn.execute("DELETE FROM meta WHERE key='seq'")
+    conn.execute("UPDATE meta SET value=? WHERE key='format'", (str(STORE_FORMAT),))
+
+
+def _migrate_2_to_3(conn: sqlite3.Connection) -> None:
+    # existing vectors are float32 (their rows say so); archived ones move to the cold format with
+    # `memir compact` (MemoryStore.admin_compact_vectors), those archived from now on as they go
+    cols = {r[1] for r in conn.execute("PRAGMA table_info(vectors)")}
+    if "fmt" not in cols:
+        conn.execute("ALTER TABLE vectors ADD COLUMN fmt TEXT NOT NULL DEFAULT 'float32'")
     conn.execute("UPDATE meta SET value=? WHERE key='format'", (str(STORE_FORMAT),))
 
 

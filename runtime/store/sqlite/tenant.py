@@ -20,10 +20,12 @@ import numpy as np
 from ...annotate.enrich import LinkKind, with_link, without_links
 from ...errors import EncoderMismatchError, ValidationError
 from ...record.memir import Flag, MemIR
+from .. import tiers
 from ..backend import LoggedDecision, ScopeLogs, ScopeRow, StoredRow
 from ..filters import MemoryFilter
 from ..rows import COLUMNS, N_COLUMNS, READ_COLS, body_json, record_to_row, row_to_record, ts, with_tags
 from ..write_checks import BatchNames, check_references, unique_ids
+from . import vectors as _vectors
 from .db import SqliteDB
 
 __all__ = ["SqliteTenant"]
@@ -165,6 +167,8 @@ class SqliteTenant:
         with self.db.transaction() as conn:
             conn.execute(f"UPDATE memories SET record = ?, retention_reason = ?{tier} WHERE {t} AND id = ?",
                          (body, f"superseded_by:{new_id}", *tp, old_id))
+            if archive:
+                self.conform_vectors(conn, [old_id])
 
     def add_tags(self, memory_ids: Sequence[str], tags: Sequence[str]) -> int:
         """Add ``tags`` to this scope's memories ``memory_ids`` (the tag rows and the record's JSON
@@ -252,10 +256,9 @@ class SqliteTenant:
         t, tp = self.clause()
         with self.db.read() as conn:
             rows = conn.execute(
-                f"SELECT {READ_COLS}, v.vec, v.encoder_id, v.dim FROM memories m "
+                f"SELECT {READ_COLS}, v.vec, v.encoder_id, v.dim, v.fmt FROM memories m "
                 f"LEFT JOIN vectors v ON v.mem_rowid = m.rowid WHERE {t} ORDER BY m.seq", tp).fetchall()
-        return [(row_to_record(*r[:5]),
-                 None if r[5] is None else np.frombuffer(r[5], dtype=np.float32).reshape(int(r[7])).copy(), r[6])
+        return [(row_to_record(*r[:5]), None if r[5] is None else _vectors.decode(r[5], r[8], int(r[7])), r[6])
                 for r in rows]
 
     def expired_ids(self, now: datetime, tier: str = "archive") -> list[str]:
@@ -272,6 +275,34 @@ class SqliteTenant:
         with self.db.read() as conn:
             row = conn.execute(f"SELECT tier FROM memories m WHERE {t} AND m.id = ?", tp + [memory_id]).fetchone()
         return None if row is None else str(row[0])
+
+    def promotable(self, memory_ids: Sequence[str], now: datetime) -> list[tuple[str, float | None]]:
+        """Of ``memory_ids``, the scope's archived memories a recall may promote, with their stored
+        utility: not superseded versions (a newer memory of the scope links to them), not past their
+        TTL at ``now`` (the next decision deletes those)."""
+        if not memory_ids:
+            return []
+        t, tp = self.clause(check_only=True)
+        t2, tp2 = self.clause("n", check_only=True)
+        with self.db.read() as conn:
+            rows = dict((r[0], r[1]) for r in conn.execute(
+                f"SELECT m.id, m.utility FROM memories m WHERE {t} AND m.tier = 'archive' "
+                f"AND (m.expires_at IS NULL OR m.expires_at > ?) "
+                f"AND m.id IN ({','.join('?' * len(memory_ids))}) AND NOT EXISTS (SELECT 1 FROM memory_links l "
+                f"JOIN memories n ON n.rowid = l.mem_rowid WHERE l.kind = 'supersedes' AND l.target_id = m.id "
+                f"AND {t2})", tp + [ts(now)] + list(memory_ids) + tp2))
+        return [(m, rows[m]) for m in dict.fromkeys(memory_ids) if m in rows]
+
+    def conform_vectors(self, conn: sqlite3.Connection, memory_ids: Sequence[str]) -> int:
+        """Inside a write transaction: store the vectors of these memories of the scope in the format
+        their tier calls for (:mod:`runtime.store.tiers`). Returns how many changed."""
+        t, tp = self.clause(check_only=True)
+        n = 0
+        for i in range(0, len(memory_ids), 500):
+            chunk = list(memory_ids[i:i + 500])
+            n += _vectors.conform(conn, self.db.cold_format, f"{t} AND m.id IN ({','.join('?' * len(chunk))})",
+                                  tp + chunk)
+        return n
 
     def _rows(self, flt: MemoryFilter, now: datetime, limit: int | None, extra: str = "") -> list[tuple[Any, ...]]:
         where, params = flt.where(now)
@@ -305,7 +336,7 @@ class SqliteTenant:
         # and the cache would reload the whole scope after every change to a tier).
         with self.db.read() as conn:
             rows = conn.execute(
-                f"SELECT {READ_COLS}, m.rowid, m.seq, v.vec FROM memories m LEFT JOIN vectors v "
+                f"SELECT {READ_COLS}, m.rowid, m.seq, v.vec, v.fmt FROM memories m LEFT JOIN vectors v "
                 f"ON v.mem_rowid = m.rowid AND v.encoder_id = ? AND v.dim = ? WHERE {t} AND {where} ORDER BY m.seq",
                 [emb.encoder_id, emb.dim, *tp, *params]).fetchall()
         missing = np.array([r[5] for r in rows if r[7] is None], dtype=np.int64)
@@ -314,9 +345,7 @@ class SqliteTenant:
             rows = [r for r in rows if r[7] is not None]
         recs = [row_to_record(*r[:5]) for r in rows]
         seqs = np.array([r[6] for r in rows], dtype=np.int64)
-        mat = (np.frombuffer(b"".join(r[7] for r in rows), dtype=np.float32).reshape(len(rows), emb.dim)
-               if rows else np.zeros((0, emb.dim), np.float32))
-        return recs, mat.copy(), seqs
+        return recs, tiers.decode_rows([(r[7], r[8]) for r in rows], emb.dim), seqs
 
     def vectors_of(self, rowids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(found rowids, unit vectors) from the scope's vector cache (call under ``db.lock``).
@@ -358,14 +387,14 @@ class SqliteTenant:
         t, tp = self.clause()
         with self.db.read() as conn:
             rows = conn.execute(
-                f"SELECT v.vec FROM memories m INDEXED BY ix_mem_scope JOIN vectors v ON v.mem_rowid = m.rowid "
+                f"SELECT v.vec, v.fmt FROM memories m INDEXED BY ix_mem_scope JOIN vectors v ON v.mem_rowid = m.rowid "
                 f"AND v.encoder_id = ? AND v.dim = ? WHERE {t} "
                 f"AND json_extract(m.record, '$.metadata.flags') NOT LIKE '%placeholder%' "
                 f"ORDER BY m.rowid DESC LIMIT ?",  # rowid order = write order
                 [emb.encoder_id, emb.dim, *tp, int(n)]).fetchall()
         if not rows:
             return np.zeros((0, emb.dim), np.float32)
-        return np.frombuffer(b"".join(r[0] for r in reversed(rows)), dtype=np.float32).reshape(len(rows), emb.dim)
+        return tiers.decode_rows([(r[0], r[1]) for r in reversed(rows)], emb.dim)
 
     def working_count(self) -> int:
         """Memories in working memory (for the fill watermark)."""
@@ -421,8 +450,8 @@ class SqliteTenant:
                 row = conn.execute(f"SELECT m.rowid FROM memories m WHERE {t} AND m.id = ?", tp + [mid]).fetchone()
                 if row is None:
                     continue
-                cur = conn.execute("UPDATE vectors SET vec = ? WHERE mem_rowid = ? AND encoder_id = ? AND dim = ?",
-                                   (np.asarray(vec, np.float32).tobytes(), row[0], emb.encoder_id, emb.dim))
+                cur = conn.execute("UPDATE vectors SET vec = ?, fmt = 'float32' WHERE mem_rowid = ? AND encoder_id = ? "
+                                   "AND dim = ?", (np.asarray(vec, np.float32).tobytes(), row[0], emb.encoder_id, emb.dim))
                 if cur.rowcount != 1:
                     continue
                 conn.execute("DELETE FROM memory_links WHERE mem_rowid = ? AND kind = 'refreshed'", (row[0],))
@@ -430,6 +459,7 @@ class SqliteTenant:
                              (row[0], mark))
                 done.append(mid)
             if done:
+                self.conform_vectors(conn, done)  # archived ones back to the cold format
                 self.db.bump_vector_epoch(conn)
         return done
 
@@ -454,11 +484,11 @@ class SqliteTenant:
         t, tp = self.clause()
         with self.db.read() as conn:
             rows = conn.execute(
-                f"SELECT {READ_COLS}, m.tier, m.seq, v.vec, v.encoder_id, v.dim, c.features FROM memories m "
+                f"SELECT {READ_COLS}, m.tier, m.seq, v.vec, v.encoder_id, v.dim, c.features, v.fmt FROM memories m "
                 f"LEFT JOIN vectors v ON v.mem_rowid = m.rowid LEFT JOIN memory_context c ON c.mem_rowid = m.rowid "
                 f"WHERE {t} AND m.seq > ? ORDER BY m.seq, m.rowid LIMIT ?", tp + [int(after_seq), int(limit)]).fetchall()
         return [StoredRow(row_to_record(*r[:5]), str(r[5]), int(r[6]),
-                          None if r[7] is None else np.frombuffer(r[7], np.float32).reshape(int(r[9])).copy(),
+                          None if r[7] is None else _vectors.decode(r[7], r[11], int(r[9])),
                           r[8], None if r[10] is None else bytes(r[10])) for r in rows]
 
     def restore_rows(self, rows: Sequence[StoredRow]) -> int:
@@ -478,6 +508,8 @@ class SqliteTenant:
                                   np.asarray(row.vector, np.float32).tobytes()))
                 if row.context is not None:
                     conn.execute("INSERT INTO memory_context(mem_rowid, features) VALUES (?,?)", (rowid, row.context))
+            self.conform_vectors(conn, [row.record.id for row in rows if row.tier == "archive"
+                                        and row.record.id not in have])
             top = max((row.seq for row in rows), default=0)
             self._ensure_state(conn)
             conn.execute("UPDATE scopes SET seq = max(seq, ?) WHERE user_id=? AND agent_id=?",

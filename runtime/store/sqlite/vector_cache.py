@@ -13,6 +13,9 @@ Freshness: ``PRAGMA data_version`` moves when another connection commits and the
 generation moves when this one does; the cache then loads rows with a higher rowid. Anything that
 changes existing rows (delete, forget, tier/filter-column updates, re-embedding) bumps the store's
 ``vector_epoch`` (SQL triggers do it, so no code path can forget), and the cache reloads fully.
+
+Cold-tier vectors (int8 / float16 on disk) are decoded to float32 here: the cache holds every
+row at full width, so one recall compares working and archived memories alike.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ import sqlite3
 from collections.abc import Sequence
 
 import numpy as np
+
+from .. import tiers
 
 __all__ = ["VectorCache", "CODED_COLUMNS", "FLOAT_COLUMNS"]
 
@@ -147,7 +152,7 @@ class VectorCache:
         cols = ", ".join(f"m.{c}" for c in CODED_COLUMNS + FLOAT_COLUMNS)
         # Driven by the (user_id, agent_id[, rowid]) index: cost is the number of *new* rows only.
         rows = conn.execute(
-            f"SELECT m.rowid, {cols}, v.vec FROM memories m INDEXED BY ix_mem_scope "
+            f"SELECT m.rowid, {cols}, v.fmt, v.vec FROM memories m INDEXED BY ix_mem_scope "
             "LEFT JOIN vectors v ON v.mem_rowid = m.rowid AND v.encoder_id = ? AND v.dim = ? "
             "WHERE m.user_id = ? AND m.agent_id = ? AND m.rowid > ? ORDER BY m.rowid",
             (self.encoder_id, self.dim, self.user_id, self.agent_id, base)).fetchall()
@@ -166,12 +171,11 @@ class VectorCache:
                 (np.nan if r[j] is None else r[j] for r in rows), dtype=np.float64, count=k)
         has = np.fromiter((r[-1] is not None for r in rows), dtype=bool, count=k)
         self._has_vec[lo:hi] = has
-        if has.all():
+        if has.all() and all(r[-2] == tiers.HOT_FORMAT for r in rows):
             self._mat[lo:hi] = np.frombuffer(b"".join(r[-1] for r in rows), dtype=np.float32).reshape(k, self.dim)
-        else:
-            for i, r in enumerate(rows):
-                if r[-1] is not None:
-                    self._mat[lo + i] = np.frombuffer(r[-1], dtype=np.float32)
+        else:  # cold rows (or rows without a vector of this encoder) among them: decode by format
+            idx = np.flatnonzero(has)
+            self._mat[lo + idx] = tiers.decode_rows([(rows[i][-1], rows[i][-2]) for i in idx], self.dim)
         tag_rows = conn.execute(
             "SELECT t.mem_rowid, t.tag FROM memories m INDEXED BY ix_mem_scope "
             "JOIN memory_tags t ON t.mem_rowid = m.rowid "

@@ -43,10 +43,12 @@ def test_annotates_only_that_session_and_leaves_records_unchanged() -> None:
         assert np.isnan(a.session_context([r.id for r in a.list(sessions=["s2"])])).all()
         assert np.isnan(b.session_context([r.id for r in b.list()])).all()  # other tenant untouched
         assert a.session_context(["s1_1"])[0, CONTEXT_NAMES.index("prev_q")] == 1.0
-        # archived turns keep their features, and recomputing is idempotent
+        # archived turns keep their features, and recomputing gives them back — to the cold tier's
+        # int8 quantisation error, since the archived turn's vector is what it is recomputed from
         a.retain(capacity=4, scorer=FakeScorer({"s1_4": 0.01}), forgotten="archive", now=T0)
-        assert a.annotate_session("s1", now=T0) == 5
         assert a.session_context([r.id for r in recs]) == pytest.approx(want, abs=1e-5)
+        assert a.annotate_session("s1", now=T0) == 5
+        assert a.session_context([r.id for r in recs]) == pytest.approx(want, abs=2e-3)
         assert a.annotate_session("nope") == 0
 
 

@@ -93,7 +93,7 @@ def test_no_public_read_returns_another_users_memory(store_target: Any, n_a: int
 
 @pytest.fixture
 def cli_store(store_target: Any, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, dict[str, Any], dict[str, Any]]:
-    monkeypatch.setattr(cli, "_open_store", lambda path, create: MemoryStore.open(
+    monkeypatch.setattr(cli, "_open_store", lambda path, create, config=None: MemoryStore.open(
         path, embedder=HashEmbedder(dim=64, seed=0), create=create))
     path = store_target("m.sqlite")
     store = MemoryStore.open(path, embedder=HashEmbedder(dim=64, seed=0))
@@ -141,7 +141,7 @@ def test_admin_export_is_explicit_and_needs_no_encoder(cli_store: Any, tmp_path:
                                                        capsys: pytest.CaptureFixture[str]) -> None:
     path, a, b = cli_store
     # the operator's machine has another encoder: an export copies stored vectors, it never re-embeds
-    monkeypatch.setattr(cli, "_open_store", lambda p, create: MemoryStore.open(p, embedder=HashEmbedder(dim=8, seed=3)))
+    monkeypatch.setattr(cli, "_open_store", lambda p, create, config=None: MemoryStore.open(p, embedder=HashEmbedder(dim=8, seed=3)))
     out = tmp_path / "all.jsonl"
     assert cli.main(["snapshot", str(path), "--all-users", "-o", str(out)]) == 0, capsys.readouterr().err
     rows = [json.loads(line) for line in out.read_text().splitlines()]

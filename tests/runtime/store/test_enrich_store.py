@@ -121,6 +121,19 @@ def test_forgetting_a_linked_memory_leaves_no_id_behind(st: MemoryStore) -> None
     assert ids(got_c.metadata.attributes["contradicts"]) == {b.id} and got_c.metadata.related == [b.id]
 
 
+def test_retention_deleting_a_linked_memory_leaves_no_id_behind(st: MemoryStore) -> None:
+    from runtime import FakeScorer
+    me = st.scope(user_id="u1")
+    a = me.write("Budget for project Orion is 40k EUR")
+    b = me.write("The Orion project budget is 40,000 EUR", source_type="external_ingest", source_entity="wiki")
+    assert a.id in me.get(b.id).metadata.related
+    d = me.retain(capacity=1, scorer=FakeScorer({a.id: 0.1, b.id: 0.9}), forgotten="delete")
+    assert d.deleted == [a.id]
+    got_b = me.get(b.id)
+    assert got_b.metadata.related == [] and "corroborated_by" not in got_b.metadata.attributes
+    assert me.explain(a.id).state == "deleted"  # the decision log keeps why (retention, not forget)
+
+
 def test_the_async_scope_enriches_too(st: MemoryStore) -> None:
     import asyncio
 

@@ -54,7 +54,7 @@ def _state(store: MemoryStore) -> dict[str, Any]:
 
 def test_copy_there_and_back_is_the_same_store(tmp_path: Path, store_target: Any,
                                                monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setattr(cli, "_open_store", lambda p, create: _open(p, create))
+    monkeypatch.setattr(cli, "_open_store", lambda p, create, config=None: _open(p, create))
     src = tmp_path / "agent.sqlite"
     _populate(src)
     url = store_target("pg")
@@ -77,7 +77,7 @@ def test_copy_there_and_back_is_the_same_store(tmp_path: Path, store_target: Any
 
 def test_an_interrupted_copy_resumes(tmp_path: Path, store_target: Any, monkeypatch: pytest.MonkeyPatch,
                                      capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setattr(cli, "_open_store", lambda p, create: _open(p, create))
+    monkeypatch.setattr(cli, "_open_store", lambda p, create, config=None: _open(p, create))
     src = store_target("src")  # PostgreSQL -> SQLite this time
     with _open(src) as store:
         store.scope(user_id="carol").write_many([f"carol memory {i}" for i in range(9)])

@@ -223,7 +223,7 @@ def test_memories_at_a_redacted_placeholder_and_a_dropped_candidate(store: Memor
 # ------------------------------------------------------------------------------------------ CLI
 @pytest.fixture
 def cli_db(store_target: Callable[[str], Any], monkeypatch: pytest.MonkeyPatch, now: datetime) -> Any:
-    monkeypatch.setattr(cli, "_open_store", lambda path, create: MemoryStore.open(path, embedder=HashEmbedder(DIM),
+    monkeypatch.setattr(cli, "_open_store", lambda path, create, config=None: MemoryStore.open(path, embedder=HashEmbedder(DIM),
                                                                                    create=create))
     path = store_target("agent.sqlite")
     with MemoryStore.open(path, embedder=HashEmbedder(DIM)) as store:

@@ -21,6 +21,12 @@ Commands (``python -m train.evaluate COMMAND --help`` for each):
   (:mod:`train.eval.summaries`); writes ``OUT.json`` and ``OUT.png``.
 - ``discovery``: type discovery on simulator episodes with a planted new category (warranty claims):
   purity and recall of the undescribed clusters, a plot next to ``OUT`` (:mod:`train.eval.discovery`).
+- ``tiers``: cold-tier vector formats (float32/float16/int8) on LongMemEval dev through the public
+  API: every haystack turn archived, ``recall(tier="archive")``; evidence recall@10, loss vs
+  float32 with a bootstrap CI, top-10 agreement, bytes/vector, recall latency
+  (:mod:`train.eval.tiers`); writes ``OUT.json`` and ``OUT.png``.
+- ``seeds``: one Markdown table and one four-panel figure of the seed features' evaluations, read
+  from the reports of ``summaries``, ``tiers``, ``discovery`` and ``confusion`` (:mod:`train.eval.seeds`).
 
 Examples:
     python -m train.evaluate lme ../shared/data/longmemeval/longmemeval-s-dev.json.gz \\
@@ -167,9 +173,27 @@ def _parser() -> argparse.ArgumentParser:
     sm.add_argument("--seed", type=int, default=0)
     sm.add_argument("--threshold", type=float, default=0.5, help="fact recall that counts as covered (default 0.5)")
     sm.add_argument("--out", default="reports/summaries.json")
-    for p in (lm, cv, lo, loo, sy, al, di, sm):
+    ti = sub.add_parser("tiers", help="cold-tier vector formats: archive recall@10 loss, bytes/vector, latency",
+                        description="Example: python -m train.evaluate tiers --limit 24 --out reports/tiers.json")
+    ti.add_argument("--file", default=None, help="a LongMemEval file (default: the S dev split, full haystacks)")
+    ti.add_argument("--questions", choices=("held-out", "all"), default="held-out",
+                    help="held-out = the dev questions the shipped utility model was not fit on (default)")
+    ti.add_argument("--limit", type=int, default=0, help="sample this many questions with --seed (0 = all)")
+    ti.add_argument("--seed", type=int, default=0)
+    ti.add_argument("--k", type=int, default=10)
+    ti.add_argument("--repeats", type=int, default=5, help="timed recalls per question and format (default 5)")
+    ti.add_argument("--cache", default=str(DEFAULT_CACHE), help="embedding cache directory (content-addressed)")
+    ti.add_argument("--workdir", default=None, help="where the temporary stores go (default: the system temp dir; "
+                    "a tmpfs such as /dev/shm makes the writes faster)")
+    ti.add_argument("--out", default="reports/tiers.json")
+    se = sub.add_parser("seeds", help="one table + figure of the seed features' reports (summaries, tiers, "
+                        "discovery, confusion)", description="Example: python -m train.evaluate seeds --reports reports "
+                        "--out reports/seeds.md (reads each command's JSON report; run those first)")
+    se.add_argument("--reports", default="reports", help="directory holding summaries/tiers/discovery/confusion.json")
+    se.add_argument("--out", default="reports/seeds.md")
+    for p in (lm, cv, lo, loo, sy, al, di, sm, ti):
         p.add_argument("--no-progress", action="store_true", help="no progress bars")
-    for p in (lm, lo, loo, di, sm):
+    for p in (lm, lo, loo, di, sm, ti):
         p.add_argument("--encoder", choices=("onnx", "hash"), default="onnx",
                        help="onnx = all-MiniLM-L6-v2 (production); hash = fast test double")
     return ap
@@ -296,6 +320,26 @@ def main(argv: Sequence[str] | None = None) -> int:
             su.plot_summaries(payload, Path(args.out).with_suffix(".png"))
             print("\n".join(f"{m}: coverage {v['coverage']}, demoted coverage {v['coverage_demoted']}, mean fact "
                              f"recall {v['mean_fact_recall']} (n={v['n']})" for m, v in payload["summary"].items()))
+        elif args.cmd == "seeds":
+            from .eval import seeds
+            reports = seeds.load_reports(args.reports)
+            table = seeds.seeds_table(reports)
+            out = Path(args.out)
+            out.parent.mkdir(parents=True, exist_ok=True)
+            png = seeds.plot_seeds(reports, out.with_suffix(".png"))
+            out.write_text(f"# Seed features: evaluation table\n\n{table}\n\n![the four evaluations]({png.name})\n")
+            print(table)
+        elif args.cmd == "tiers":
+            from .eval import tiers as tr
+            from .eval.summaries import held_out_questions
+            tqs = tr.load_questions(args.file or tr.DEFAULT_FILE, limit=args.limit or None, seed=args.seed,
+                                    only=held_out_questions() if args.questions == "held-out" else None)
+            payload = tr.evaluate_tiers(tqs, _cached(args.encoder, args.cache), k=args.k, repeats=args.repeats,
+                                        seed=args.seed, workdir=args.workdir, progress=progress)
+            payload["args"] = {**record, "file": args.file or tr.DEFAULT_FILE}
+            write_json(args.out, payload)
+            tr.plot_tiers(payload, Path(args.out).with_suffix(".png"))
+            print(tr.tiers_table(payload))
         elif args.cmd == "synthetic":
             res = evaluate_synthetic(args.episodes, args.capacities, args.policies, model=args.model,
                                      preset=args.preset, progress=progress)

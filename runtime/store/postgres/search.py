@@ -88,10 +88,13 @@ def _exact(tenant: PgTenant, conn: Any, flt: MemoryFilter, now: datetime, q: np.
         [q, emb.encoder_id, emb.dim, *tp, *params, int(pool)]).fetchall()
     if flt.tier == "working":
         return list(hot)
+    # the scope's rows in the filter first, then their cold vectors by primary key: one join would
+    # leave the plan to row estimates, and with stale statistics PostgreSQL picked a nested loop over
+    # the scope index (quadratic: 200 ms for 1,500 archived rows instead of 3)
+    ids = [int(r[0]) for r in conn.execute(f"SELECT m.rowid FROM memories m WHERE {t} AND {where}", [*tp, *params])]
     cold = conn.execute(
-        f"SELECT m.rowid, v.cold, v.fmt FROM memories m JOIN vectors v ON v.mem_rowid = m.rowid "
-        f"AND v.encoder_id = %s AND v.dim = %s WHERE {t} AND {where} AND v.vec IS NULL AND v.cold IS NOT NULL",
-        [emb.encoder_id, emb.dim, *tp, *params]).fetchall()
+        "SELECT v.mem_rowid, v.cold, v.fmt FROM vectors v WHERE v.mem_rowid = ANY(%s) AND v.encoder_id = %s "
+        "AND v.dim = %s AND v.vec IS NULL AND v.cold IS NOT NULL", [ids, emb.encoder_id, emb.dim]).fetchall() if ids else []
     if not cold:
         return list(hot)
     # <#> is the negative inner product: the same distance for the decoded cold vectors

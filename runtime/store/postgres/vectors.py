@@ -80,7 +80,8 @@ def conform(conn: Any, cold_format: str, where: str, params: Sequence[Any],
         f"SELECT m.rowid, m.tier, {VEC_COLS} FROM memories m JOIN vectors v ON v.mem_rowid = m.rowid "
         f"WHERE {where} AND v.fmt != (CASE m.tier WHEN 'archive' THEN %s ELSE %s END){extra} "
         f"ORDER BY m.rowid FOR UPDATE OF m, v",
-        [*params, cold_format, tiers.HOT_FORMAT, *([] if rowids is None else [[int(r) for r in rowids]])]).fetchall()
+        [*params, cold_format, tiers.HOT_FORMAT, *([] if rowids is None else [[int(r) for r in rowids]])],
+        binary=True).fetchall()  # binary: pgvector's text parser costs ~0.2 ms a vector
     return _rewrite(conn, cold_format, rows)
 
 
@@ -109,7 +110,7 @@ def compact(db: Any, cold_format: str) -> int:
                 f"SELECT m.rowid, m.tier, {VEC_COLS} FROM memories m JOIN vectors v ON v.mem_rowid = m.rowid "
                 f"WHERE m.rowid > %s AND v.fmt != (CASE m.tier WHEN 'archive' THEN %s ELSE %s END) "
                 f"ORDER BY m.rowid LIMIT %s FOR UPDATE OF m, v",
-                [after, cold_format, tiers.HOT_FORMAT, _CHUNK]).fetchall()
+                [after, cold_format, tiers.HOT_FORMAT, _CHUNK], binary=True).fetchall()
             if not rows:
                 return n
             n += _rewrite(conn, cold_format, rows)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -105,6 +106,37 @@ def test_a_recall_over_the_archive_ranks_cold_vectors_like_float32(make_store: C
     me = cold.scope(user_id="alice")
     working = {r.id for r in me.list()}
     assert all(h.record.id in working for h in me.recall(TOPICS[0], k=10))
+
+
+@pytest.mark.parametrize("fmt", ["int8", "float16"])
+def test_real_sentence_vectors_keep_their_top_10_in_the_cold_tier(make_store: Callable[..., MemoryStore],
+                                                                  fmt: str) -> None:
+    """Real all-MiniLM-L6-v2 vectors of LongMemEval turns (data/lme, MIT): 800 archived, 40 held
+    out as queries; the archive recall's top-10 in ``fmt`` against float32 and exact search."""
+    import pyarrow.parquet as pq
+
+    from runtime.encoders import HashEmbedder
+
+    path = Path(__file__).resolve().parents[3] / "data" / "lme" / "vectors.parquet"
+    vecs = np.asarray(pq.read_table(path).column("vector").slice(0, 840).to_pylist(), dtype=np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    docs, queries = vecs[:800], vecs[800:]
+    emb = HashEmbedder(dim=384)
+    got = {}
+    for f in ("float32", fmt):
+        st = make_store(f"{f}.sqlite", config=StoreConfig(cold_vectors=f, promote_on_access=False), embedder=emb)
+        me = st.scope(user_id="alice")
+        recs = me.write_many([{"content": f"turn {i}", "embedding": v} for i, v in enumerate(docs)])
+        me.retain(capacity=0, scorer=FakeScorer(lambda r: 0.5), method="greedy")
+        assert _tiers(st)["archive"]["formats"] == {f: 800}
+        pos = {r.id: i for i, r in enumerate(recs)}
+        got[f] = [[pos[h.record.id] for h in me.recall(q, k=10, tier="archive", update_usage=False,
+                                                        candidates=10)] for q in queries]
+    exact = [list(np.argsort(-(docs @ q), kind="stable")[:10]) for q in queries]
+    overlap = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(got[fmt], got["float32"])])
+    recall = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(got[fmt], exact)])
+    assert np.mean([set(a) == set(b) for a, b in zip(got["float32"], exact)]) == 1.0
+    assert overlap >= 0.97 and recall >= 0.97, (overlap, recall)
 
 
 # --------------------------------------------------------------------------- promotion on access

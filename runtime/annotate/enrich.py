@@ -17,8 +17,8 @@ nothing it derives can carry a secret the builder removed. Each part is switched
   Hook: ``entity_fn(text) -> [tag, ...]`` (its tags are redacted by the builder like any tag).
 - **Corroboration** (``corroborate=True``, applied by ``Scope.write``, ``write_many``, ``update``
   and their async twins, for text and ``Assembly`` writes): :func:`judge` compares the new memory with its
-  ``neighbours`` nearest memories of the same scope (working tier; superseded versions and the
-  version a correction replaces are skipped); agreeing memories from *other* sources raise the new
+  ``neighbours`` nearest memories of the same scope (working tier, and in a ``write_many`` the batch's
+  earlier items; superseded versions and the version a correction replaces are skipped); agreeing memories from *other* sources raise the new
   memory's confidence by :func:`corroborated_confidence`. Links go both ways, in the insert's
   transaction: ``metadata.related`` plus the comma-separated id lists ``attributes["corroborated_by"]``
   and ``attributes["contradicts"]`` (the contradiction flag: ``Flag`` is the utility model's closed

@@ -107,6 +107,29 @@ class _Prepared:
     judgement: Judgement | None = None  # corroboration: the stored memories to link back to it
 
 
+class _Batch(builtins.list[_Prepared]):
+    """The items of one ``write_many`` prepared so far, with their vectors in one growing matrix
+    (corroboration compares each new item with the earlier ones: one mat-vec, no restacking)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._mat: np.ndarray | None = None
+
+    def append(self, p: _Prepared) -> None:
+        n = len(self)
+        if self._mat is None or n == len(self._mat):
+            grown = np.zeros((max(64, 2 * n), len(p.vector)), np.float32)
+            if self._mat is not None:
+                grown[:n] = self._mat
+            self._mat = grown
+        self._mat[n] = p.vector
+        super().append(p)
+
+    def similarities(self, vec: np.ndarray) -> np.ndarray:
+        """Cosine of ``vec`` with each item so far (vectors are unit)."""
+        return self._mat[: len(self)] @ vec if self._mat is not None else np.zeros(0, np.float32)
+
+
 class Scope:
     """Reads and writes for one ``(user_id, agent_id)``. Get one from ``MemoryStore.scope``."""
 
@@ -199,7 +222,7 @@ class Scope:
         written. Sessions the batch closes are annotated after it is written; triggers run once."""
         live = self._live()
         with live.lock:
-            prepared: builtins.list[_Prepared] = []
+            prepared = _Batch()
             for i, item in enumerate(items):
                 where = f"item {i}: "
                 try:
@@ -209,9 +232,9 @@ class Scope:
                         content = d.pop("content", None)
                         if not isinstance(content, str):
                             raise ValidationError("each item needs a 'content' string", field="content")
-                        prepared.append(self._prepare(content, emb, d, track=False, where=where))
+                        prepared.append(self._prepare(content, emb, d, track=False, where=where, batch=prepared))
                     else:
-                        prepared.append(self._prepare(item, None, {}, track=False, where=where))
+                        prepared.append(self._prepare(item, None, {}, track=False, where=where, batch=prepared))
                 except ValidationError as e:
                     raise type(e)(str(e) if str(e).startswith(where) else f"{where}{e}",
                                   field=f"[{i}].{e.field}" if e.field else f"[{i}]", problems=e.problems) from e
@@ -463,8 +486,10 @@ class Scope:
         return p.record
 
     def _prepare(self, item: Any, embedding: Any, fields: dict[str, Any], *, track: bool,
-                 where: str = "") -> _Prepared:
-        """Build the record (one builder, one redaction), its vector, and its session."""
+                 where: str = "", batch: _Batch | None = None) -> _Prepared:
+        """Build the record (one builder, one redaction), its vector, and its session. ``batch``: the
+        items of the same ``write_many`` prepared before this one (corroboration judges against them
+        too)."""
         store = self._store
         if isinstance(item, Assembly):
             if fields:
@@ -475,7 +500,7 @@ class Scope:
                                       f"agent={rec.provenance.agent_id!r}, not this scope", field="provenance.user_id")
             vec = self._vector(rec.content, item.embedding if embedding is None else embedding)
             if store.assembler.config.enrich.corroborate:  # the store's corroboration, like any new memory
-                rec, judgement = self._corroborate(rec, vec)
+                rec, judgement = self._corroborate(rec, vec, batch)
                 return _Prepared(rec, vec, None, judgement)
             return _Prepared(rec, vec)
         if isinstance(item, MemIR):
@@ -513,19 +538,24 @@ class Scope:
         decided.update(asm.enrich(draft, lambda: vec, store.embedder))
         rec = store.builder.finish(draft, user_id=self.user_id, agent_id=self.agent_id, where=where, **decided)
         if asm.config.enrich.corroborate:
-            rec, judgement = self._corroborate(rec, vec)
+            rec, judgement = self._corroborate(rec, vec, batch)
             return _Prepared(rec, vec, pending, judgement)
         return _Prepared(rec, vec, pending)
 
-    def _corroborate(self, rec: MemIR, vec: np.ndarray) -> tuple[MemIR, Judgement]:
-        """Judge a new memory against its nearest stored memories of this scope (``enrich.judge``):
-        links in ``related`` and ``attributes``, confidence raised by independent agreeing sources."""
+    def _corroborate(self, rec: MemIR, vec: np.ndarray, batch: _Batch | None = None) -> tuple[MemIR, Judgement]:
+        """Judge a new memory against its nearest memories of this scope (``enrich.judge``) — stored
+        ones, and the earlier items of its batch: links in ``related`` and ``attributes``, confidence
+        raised by independent agreeing sources."""
         cfg = self._store.assembler.config.enrich
         res = self._tenant.search(MemoryFilter(), utcnow(), vec, k=cfg.neighbours, pool=cfg.neighbours, context=None,
                                   weights=self.weights, touch=False)
         old = rec.metadata.attributes.get("supersedes")
-        near = [(h.record, h.score.similarity) for h in res.hits
-                if h.record.id != old and Flag.superseded not in h.record.metadata.flags]
+        near = [(h.record, h.score.similarity) for h in res.hits]
+        if batch:  # the batch's earlier items are not stored yet: compare with their vectors here
+            sims = batch.similarities(vec)
+            top = np.argsort(-sims, kind="stable")[:cfg.neighbours]
+            near = sorted(near + [(batch[i].record, float(sims[i])) for i in top], key=lambda x: -x[1])[:cfg.neighbours]
+        near = [(r, sim) for r, sim in near if r.id != old and Flag.superseded not in r.metadata.flags]
         j = judge(rec, near, cfg)
         if not (j.agrees or j.contradicts):
             return rec, j

@@ -86,6 +86,24 @@ def test_corrections_and_batches(st: MemoryStore) -> None:
     assert ids(me.get(new.id).metadata.attributes["corroborated_by"]) == {recs[0].id}
 
 
+def test_items_of_one_batch_corroborate_and_contradict_each_other(st: MemoryStore) -> None:
+    me = st.scope(user_id="u1")
+    recs = me.write_many([
+        {"content": "Budget for project Orion is 40k EUR", "source_type": "external_ingest", "source_entity": "wiki"},
+        {"content": "The Orion project budget is 40,000 EUR", "source_type": "external_ingest",
+         "source_entity": "finance"},
+        "unrelated: the office plant needs water",
+        {"content": "Budget for project Orion is 55k EUR", "source_type": "external_ingest", "source_entity": "slack"}])
+    a, b, plant, c = recs
+    assert ids(b.metadata.attributes["corroborated_by"]) == {a.id} and b.metadata.confidence > a.metadata.confidence
+    assert ids(c.metadata.attributes["contradicts"]) == {a.id, b.id}
+    assert "corroborated_by" not in plant.metadata.attributes and plant.metadata.related == []
+    # the earlier items got their back-links in the batch's transaction
+    got_a = me.get(a.id)
+    assert ids(got_a.metadata.attributes["corroborated_by"]) == {b.id}
+    assert ids(got_a.metadata.attributes["contradicts"]) == {c.id} and set(got_a.metadata.related) == {b.id, c.id}
+
+
 def test_corroboration_never_looks_at_another_user(st: MemoryStore) -> None:
     alice, bob = st.scope(user_id="alice"), st.scope(user_id="bob")
     a = alice.write("Budget for project Orion is 40k EUR")

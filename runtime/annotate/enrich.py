@@ -389,7 +389,9 @@ _MONTHS = ("january february march april may june july august september october 
            "sunday mon tue wed thu fri sat sun today tomorrow yesterday").split()
 _MONTH = re.compile(rf"\b({'|'.join(_MONTHS)})\b", re.I)
 _COPULA = re.compile(r"\s(?:is|are|was|were|will be|has been|have been|costs?|equals?|totals?|=|:|set to|"
-                     r"moved to|changed to|becomes|became)\s", re.I)
+                     r"moved to|changed to|becomes|became|lives? in|lived in|works? (?:at|for)|worked (?:at|for)|"
+                     r"reports? to|reported to)\s", re.I)
+_NAME = re.compile(r"\b[A-Z][\w'-]*[a-z][\w'-]*")  # a capitalised word with a lower-case letter (not EUR, not I)
 _NEG = re.compile(r"\b(?:not|no|never|none|cannot|can't|won't|isn't|aren't|wasn't|weren't|don't|doesn't|didn't)\b",
                   re.I)
 _WORD = re.compile(r"[a-z0-9]+")
@@ -400,22 +402,29 @@ _MULT = {"k": 1e3, "m": 1e6, "bn": 1e9}
 
 @dataclass(frozen=True)
 class Claim:
-    """``subject`` words and ``values`` (numbers, amounts, dates, ids) of ``<subject> is <value>``."""
+    """``subject`` words, ``values`` (numbers, amounts, dates, ids) and ``names`` (capitalised words:
+    places, people, products) of ``<subject> is <value>``."""
 
     subject: frozenset[str]
     values: frozenset[str]
+    names: frozenset[str] = frozenset()
 
 
 def claim_of(text: str) -> Claim | None:
     """The claim a memory makes, or ``None`` when it has no ``<subject> <copula> <value>`` shape
-    with a number, an amount or a date in the value.
+    with a number, an amount, a date or a name in the value (copulas include ``lives in``,
+    ``works at``, ``reports to``...).
 
     Numbers are normalised (``40k`` = ``40,000`` = ``40000``; ``%`` kept), month and day names
-    lower-cased; the subject is its content words (stop words, ``'s`` dropped).
+    lower-cased; names are the value's capitalised words other than month and day names, lower-cased
+    (all-capital codes such as ``EUR`` are units, not names); the subject is its content words
+    (stop words, ``'s`` dropped).
 
     >>> c = claim_of("Budget for project Orion is now 40k EUR")
-    >>> sorted(c.subject), sorted(c.values)
-    (['budget', 'orion', 'project'], ['40000'])
+    >>> sorted(c.subject), sorted(c.values), sorted(c.names)
+    (['budget', 'orion', 'project'], ['40000'], [])
+    >>> sorted(claim_of("Alice lives in Lyon since spring").names)
+    ['lyon']
     """
     m = _COPULA.search(text)
     if m is None:
@@ -433,10 +442,11 @@ def claim_of(text: str) -> Claim | None:
         else:
             values.add(f"{x * _MULT.get(unit, 1):.10g}")
     values |= {w.lower()[:3] for w in _MONTH.findall(value)}
+    names = {w.lower() for w in _NAME.findall(value) if not _MONTH.fullmatch(w)}
     words = {w for w in _WORD.findall(subject.lower().replace("'s", "")) if w not in _STOP}
-    if not values or not words:
+    if not (values or names) or not words:
         return None
-    return Claim(frozenset(words), frozenset(values))
+    return Claim(frozenset(words), frozenset(values), frozenset(names))
 
 
 @dataclass(frozen=True)
@@ -453,6 +463,17 @@ def _same_subject(a: Claim, b: Claim) -> bool:
     return len(a.subject & b.subject) / len(a.subject | b.subject) >= 0.6
 
 
+def _compare(a: Claim, b: Claim) -> bool | None:
+    """Whether two claims about one subject agree (``True``), conflict (``False``), or say nothing
+    comparable (``None``): values when both have values (any difference conflicts), else names when
+    both have names (no name in common conflicts: ``Lyon`` vs ``Paris``; ``Dana`` vs ``Dana Kim`` agree)."""
+    if a.values and b.values:
+        return a.values == b.values
+    if a.names and b.names:
+        return bool(a.names & b.names)
+    return None
+
+
 def _source(rec: MemIR) -> tuple[str, str | None]:
     return rec.provenance.type.value, rec.provenance.source_entity
 
@@ -463,11 +484,11 @@ def judge(new: MemIR, neighbours: Sequence[tuple[MemIR, float]], config: EnrichC
     The rule, per neighbour:
 
     - **contradicts** when the cosine is at least ``claim_similarity`` and both make a claim
-      (:func:`claim_of`) about the same subject (Jaccard of subject words ≥ 0.6) with different
-      values; or when the cosine is at least ``agree_similarity`` and exactly one of them is
-      negated (not, never, can't...);
+      (:func:`claim_of`) about the same subject (Jaccard of subject words ≥ 0.6) that conflicts —
+      different values, or (without values on both sides) names with none in common; or when the
+      cosine is at least ``agree_similarity`` and exactly one of them is negated (not, never, can't...);
     - else **agrees** when the cosine is at least ``agree_similarity``, or both claim the same
-      values about the same subject (and the cosine is at least ``claim_similarity``).
+      values (or a shared name) about the same subject (and the cosine is at least ``claim_similarity``).
 
     An agreeing neighbour is **independent** when its source — ``(source_type, source_entity)`` —
     differs from the new memory's; only independent sources raise confidence
@@ -483,9 +504,9 @@ def judge(new: MemIR, neighbours: Sequence[tuple[MemIR, float]], config: EnrichC
         if rec.id == new.id:
             continue
         theirs = claim_of(rec.content) if sim >= config.claim_similarity else None
-        same = mine is not None and theirs is not None and _same_subject(mine, theirs)
-        if (same and mine is not None and theirs is not None and mine.values != theirs.values) or (
-                sim >= config.agree_similarity and neg != bool(_NEG.search(rec.content))):
+        same = (None if mine is None or theirs is None or not _same_subject(mine, theirs)
+                else _compare(mine, theirs))
+        if same is False or (sim >= config.agree_similarity and neg != bool(_NEG.search(rec.content))):
             contra.append(rec.id)
         elif sim >= config.agree_similarity or same:
             agrees.append(rec.id)

@@ -139,7 +139,9 @@ def test_claims() -> None:
     assert a is not None and b is not None and a.values == b.values == frozenset({"40000"})
     assert claim_of("Delivery is scheduled for March 3") != claim_of("Delivery is scheduled for March 5")
     assert claim_of("The discount is 15%") is not None
-    assert claim_of("Alice is happy with the refund") is None  # no number, date or amount: no claim
+    assert claim_of("Alice is happy with the refund") is None  # no number, date, amount or name: no claim
+    assert claim_of("Budget is 40k EUR").names == frozenset()   # an all-capital code is a unit, not a name
+    assert claim_of("The kickoff is on Monday in Lisbon").names == {"lisbon"}  # day names are dates
     assert claim_of("no copula 42 here") is None
 
 
@@ -195,6 +197,25 @@ def test_look_alikes_with_another_value_do_not_corroborate(encoder: Any) -> None
         v = encoder.encode([old, new])
         assert judge(_rec(new, source="external_ingest"), [(_rec(old, rid="m1"), float(v[0] @ v[1]))],
                      CFG).agrees == ("m1",), (old, new)
+
+
+def test_names_conflict_when_no_values_do(encoder: Any) -> None:
+    """Same subject, a different place / employer / manager, at the real encoder's cosine: the
+    contradiction the numeric rule missed; a shared name, another subject or a value-only side does not."""
+    for old, new in [("Alice lives in Lyon", "Alice lives in Paris"),
+                     ("Bob works at Acme Corp", "Bob works at Initech"),
+                     ("The offsite venue is Lisbon", "The offsite venue is Porto"),
+                     ("Maria reports to Dana Kim", "Maria reports to Tom Lee")]:
+        v = encoder.encode([old, new])
+        j = judge(_rec(new, source="external_ingest"), [(_rec(old, rid="m1"), float(v[0] @ v[1]))], CFG)
+        assert j.contradicts == ("m1",) and j.agrees == (), (old, new, float(v[0] @ v[1]))
+    for old, new, agrees in [("Maria reports to Dana", "Maria reports to Dana Kim", True),
+                             ("The offsite venue is Lisbon", "The offsite venue is in Lisbon, Portugal", True),
+                             ("Alice lives in Lyon", "Bob lives in Paris", False),
+                             ("The offsite venue is Lisbon", "The offsite venue is 40 km from here", False)]:
+        v = encoder.encode([old, new])
+        j = judge(_rec(new, source="external_ingest"), [(_rec(old, rid="m1"), float(v[0] @ v[1]))], CFG)
+        assert j.contradicts == () and (j.agrees == ("m1",)) == agrees, (old, new, float(v[0] @ v[1]))
 
 
 def test_unrelated_neighbours_are_ignored() -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-__all__ = ["markdown", "write_report"]
+__all__ = ["markdown", "save_figure", "write_report"]
 
 _CAT_NAMES = {"1": "multi-hop", "2": "temporal", "3": "open-domain", "4": "single-hop"}
 
@@ -143,6 +143,18 @@ def _plots(payload: dict[str, Any], out_dir: Path, stem: str = "lme") -> list[Pa
         fig.savefig(paths[-1], dpi=120)
         plt.close(fig)
     return paths
+
+
+def save_figure(fig: Any, path: str | Path, dpi: int = 120) -> Path:
+    """Lay out ``fig``, write it to ``path`` (parents created) and close it."""
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(p, dpi=dpi)
+    plt.close(fig)
+    return p
 
 
 def write_report(payload: dict[str, Any], json_path: Path) -> str:

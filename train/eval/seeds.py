@@ -12,6 +12,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from .report import save_figure
+
 __all__ = ["REPORTS", "load_reports", "plot_seeds", "seeds_table"]
 
 REPORTS = {
@@ -135,9 +137,4 @@ def plot_seeds(reports: dict[str, dict[str, Any] | None], path: str | Path) -> P
             ax.legend(fontsize=8)
             ax.set_title("confusion: typed vs untyped pooled", fontsize=10)
     fig.suptitle("memir seed features — each panel from its own measured report (reports/*.json)", fontsize=11)
-    fig.tight_layout()
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
-    return out
+    return save_figure(fig, path, dpi=110)

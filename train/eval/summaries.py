@@ -47,6 +47,7 @@ from runtime.scoring import Scorer
 from ..lme.reader import LmeQuestion
 from ..lme.shipped import SPLIT_VALIDATION
 from .lme import iter_questions
+from .report import save_figure
 
 __all__ = ["DEFAULT_FILE", "HELD_OUT_ROWS", "held_out_questions", "STOP", "evaluate_summaries", "fact_recall", "lead_summary", "plot_summaries"]
 
@@ -221,9 +222,4 @@ def plot_summaries(payload: dict[str, Any], path: str | Path) -> Path:
     which = payload["args"].get("questions")
     ax.set_title(f"Summary coverage, LongMemEval dev{f' ({which})' if which else ''}: {payload['questions']} "
                  f"questions, {payload['evidence_turns']} evidence turns", fontsize=9)
-    fig.tight_layout()
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(p, dpi=120)
-    plt.close(fig)
-    return p
+    return save_figure(fig, path)

@@ -42,6 +42,7 @@ from runtime.scoring import make_baseline
 
 from ..lme.reader import LmeQuestion
 from .lme import iter_questions
+from .report import save_figure
 
 __all__ = ["DEFAULT_FILE", "FORMATS", "evaluate_tiers", "load_questions", "plot_tiers", "tiers_table"]
 
@@ -203,9 +204,4 @@ def plot_tiers(payload: dict[str, Any], path: str | Path) -> Path:
     a2.set_title("bytes per archived vector", fontsize=9)
     fig.suptitle(f"Cold-tier vector formats, LongMemEval dev: {payload['questions']} questions, "
                  f"{payload['turns']} turns ({payload['encoder']})", fontsize=9)
-    fig.tight_layout()
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(p, dpi=120)
-    plt.close(fig)
-    return p
+    return save_figure(fig, path)

@@ -43,7 +43,7 @@ from utilitynet.dialog import CONTEXT_NAMES
 
 from ..annotate.assembler import Assembly
 from ..annotate.consolidate import session_features, session_turns
-from ..annotate.enrich import Judgement, LinkKind, judge, link_attributes, linked_ids
+from ..annotate.enrich import Judgement
 from ..encoders.base import check_vector
 from ..errors import NotFoundError, ValidationError
 from ..record.builder import flatten
@@ -58,6 +58,7 @@ from ..retention.summary import SUMMARY_SOURCE, SUMMARY_TAG, extract_summary
 from ..scoring.roles import RoleWeigher, context_vector, default_role_weigher
 from . import dumps, tiers
 from .backend import TenantBackend
+from .corroboration import BatchNeighbours, back_links, corroborate, unlink
 from .filters import RECALL_SENSITIVITY, FilterFields, MemoryFilter, build_filter
 from .live import LiveContext
 from .ranking import Hit, RankWeights
@@ -105,29 +106,6 @@ class _Prepared:
     vector: np.ndarray
     pending: Any = None  # the session tracker state to commit once the record is written
     judgement: Judgement | None = None  # corroboration: the stored memories to link back to it
-
-
-class _Batch(builtins.list[_Prepared]):
-    """The items of one ``write_many`` prepared so far, with their vectors in one growing matrix
-    (corroboration compares each new item with the earlier ones: one mat-vec, no restacking)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._mat: np.ndarray | None = None
-
-    def append(self, p: _Prepared) -> None:
-        n = len(self)
-        if self._mat is None or n == len(self._mat):
-            grown = np.zeros((max(64, 2 * n), len(p.vector)), np.float32)
-            if self._mat is not None:
-                grown[:n] = self._mat
-            self._mat = grown
-        self._mat[n] = p.vector
-        super().append(p)
-
-    def similarities(self, vec: np.ndarray) -> np.ndarray:
-        """Cosine of ``vec`` with each item so far (vectors are unit)."""
-        return self._mat[: len(self)] @ vec if self._mat is not None else np.zeros(0, np.float32)
 
 
 class Scope:
@@ -222,7 +200,8 @@ class Scope:
         written. Sessions the batch closes are annotated after it is written; triggers run once."""
         live = self._live()
         with live.lock:
-            prepared = _Batch()
+            prepared: builtins.list[_Prepared] = []
+            batch = BatchNeighbours()
             for i, item in enumerate(items):
                 where = f"item {i}: "
                 try:
@@ -232,9 +211,11 @@ class Scope:
                         content = d.pop("content", None)
                         if not isinstance(content, str):
                             raise ValidationError("each item needs a 'content' string", field="content")
-                        prepared.append(self._prepare(content, emb, d, track=False, where=where, batch=prepared))
+                        p = self._prepare(content, emb, d, track=False, where=where, batch=batch)
                     else:
-                        prepared.append(self._prepare(item, None, {}, track=False, where=where, batch=prepared))
+                        p = self._prepare(item, None, {}, track=False, where=where, batch=batch)
+                    prepared.append(p)
+                    batch.add(p.record, p.vector)
                 except ValidationError as e:
                     raise type(e)(str(e) if str(e).startswith(where) else f"{where}{e}",
                                   field=f"[{i}].{e.field}" if e.field else f"[{i}]", problems=e.problems) from e
@@ -250,7 +231,7 @@ class Scope:
                 sid = s if s is not None else sid
             _, since = self._tenant.insert(recs, [p.vector for p in prepared], batch=True,
                                            session=self._session_row(recs[-1], live, sid),
-                                           links=[x for p in prepared for x in self._links(p)])
+                                           links=[x for p in prepared for x in back_links(p.judgement, p.record.id)])
             live.open_session = sid
             if live.working is not None:
                 live.working += len(recs)
@@ -391,7 +372,7 @@ class Scope:
                                   "tags": [SUMMARY_TAG], "source_entity": SUMMARY_SOURCE, "session_id": session_id,
                                   "timestamp": max(r.event_time for r in turns)}
         p = self._prepare(text, None, fields, track=False, where="session summary: ")
-        self._tenant.insert([p.record], [p.vector], links=self._links(p))
+        self._tenant.insert([p.record], [p.vector], links=back_links(p.judgement, p.record.id))
         last = self.session_context([turns[-1].id])
         if len(last) and not np.isnan(last[0]).any():  # the summary sits at the end of its closed session
             self._tenant.set_session_context([(p.record.id, last[0])])
@@ -475,7 +456,7 @@ class Scope:
             now = p.record.event_time
             self._close_if_switching(live, p.record.provenance.session_id, now)
             _, since = self._tenant.insert([p.record], [p.vector], session=self._session_row(p.record, live),
-                                           links=self._links(p))
+                                           links=back_links(p.judgement, p.record.id))
             self._store.assembler.sessions.commit(p.pending)
             if p.record.provenance.session_id is not None:
                 live.open_session = p.record.provenance.session_id
@@ -486,7 +467,7 @@ class Scope:
         return p.record
 
     def _prepare(self, item: Any, embedding: Any, fields: dict[str, Any], *, track: bool,
-                 where: str = "", batch: _Batch | None = None) -> _Prepared:
+                 where: str = "", batch: BatchNeighbours | None = None) -> _Prepared:
         """Build the record (one builder, one redaction), its vector, and its session. ``batch``: the
         items of the same ``write_many`` prepared before this one (corroboration judges against them
         too)."""
@@ -500,7 +481,8 @@ class Scope:
                                       f"agent={rec.provenance.agent_id!r}, not this scope", field="provenance.user_id")
             vec = self._vector(rec.content, item.embedding if embedding is None else embedding)
             if store.assembler.config.enrich.corroborate:  # the store's corroboration, like any new memory
-                rec, judgement = self._corroborate(rec, vec, batch)
+                rec, judgement = corroborate(self._tenant, self.weights, store.assembler.config.enrich, rec, vec,
+                                             utcnow(), batch)
                 return _Prepared(rec, vec, None, judgement)
             return _Prepared(rec, vec)
         if isinstance(item, MemIR):
@@ -538,59 +520,9 @@ class Scope:
         decided.update(asm.enrich(draft, lambda: vec, store.embedder))
         rec = store.builder.finish(draft, user_id=self.user_id, agent_id=self.agent_id, where=where, **decided)
         if asm.config.enrich.corroborate:
-            rec, judgement = self._corroborate(rec, vec, batch)
+            rec, judgement = corroborate(self._tenant, self.weights, asm.config.enrich, rec, vec, utcnow(), batch)
             return _Prepared(rec, vec, pending, judgement)
         return _Prepared(rec, vec, pending)
-
-    def _corroborate(self, rec: MemIR, vec: np.ndarray, batch: _Batch | None = None) -> tuple[MemIR, Judgement]:
-        """Judge a new memory against its nearest memories of this scope (``enrich.judge``) — stored
-        ones, and the earlier items of its batch: links in ``related`` and ``attributes``, confidence
-        raised by independent agreeing sources."""
-        cfg = self._store.assembler.config.enrich
-        res = self._tenant.search(MemoryFilter(), utcnow(), vec, k=cfg.neighbours, pool=cfg.neighbours, context=None,
-                                  weights=self.weights, touch=False)
-        old = rec.metadata.attributes.get("supersedes")
-        near = [(h.record, h.score.similarity) for h in res.hits]
-        if batch:  # the batch's earlier items are not stored yet: compare with their vectors here
-            sims = batch.similarities(vec)
-            top = np.argsort(-sims, kind="stable")[:cfg.neighbours]
-            near = sorted(near + [(batch[i].record, float(sims[i])) for i in top], key=lambda x: -x[1])[:cfg.neighbours]
-        near = [(r, sim) for r, sim in near if r.id != old and Flag.superseded not in r.metadata.flags]
-        j = judge(rec, near, cfg)
-        if not (j.agrees or j.contradicts):
-            return rec, j
-        attrs = dict(rec.metadata.attributes)
-        if j.agrees:
-            attrs = link_attributes(attrs, "corroborated_by", j.agrees)
-        if j.contradicts:
-            attrs = link_attributes(attrs, "contradicts", j.contradicts)
-        update: dict[str, Any] = {"related": list(dict.fromkeys([*rec.metadata.related, *j.agrees, *j.contradicts])),
-                                  "attributes": attrs}
-        if j.confidence is not None:
-            update["confidence"] = j.confidence
-        return rec.model_copy(update={"metadata": rec.metadata.model_copy(update=update)}), j
-
-    def _unlink(self, deleted: Sequence[str], known: dict[str, MemIR] | None = None) -> None:
-        """Before deleting memories: their corroboration partners drop the links to them (before the
-        delete and its scrub, so no copy of the id outlives it). ``known``: records already read."""
-        partners: builtins.list[str] = []
-        for mid in deleted:
-            rec = known[mid] if known is not None and mid in known else self._tenant.get(mid)
-            if rec is not None:
-                partners += linked_ids(rec)
-        gone = set(deleted)
-        partners = [i for i in dict.fromkeys(partners) if i not in gone]
-        if partners:
-            self._tenant.drop_links(partners, builtins.list(deleted))
-
-    @staticmethod
-    def _links(p: _Prepared) -> builtins.list[tuple[str, str, LinkKind]]:
-        """The links the stored memories a new one agrees with or contradicts get (in the insert's transaction)."""
-        j = p.judgement
-        if j is None:
-            return []
-        return ([(i, p.record.id, "corroborated_by") for i in j.agrees]
-                + [(i, p.record.id, "contradicts") for i in j.contradicts])
 
     def _vector(self, text: str, embedding: Any) -> np.ndarray:
         emb = self._store.embedder
@@ -801,7 +733,7 @@ class Scope:
         ids = self._tenant.versions(memory_id) if include_versions else [memory_id]
         plan = self._tenant.forget_plan(ids, cascade)
         reason = self._store.builder.draft(reason.strip(), {}).text  # a reason is stored: redact it too
-        self._unlink(plan.deleted)
+        unlink(self._tenant, plan.deleted)
         self._tenant.forget(plan, reason=reason, scrub=scrub, wait_s=self._store.config.scrub_wait_s)
         self._live().working = None
         return ForgetReport(deleted=plan.deleted, redacted=plan.redacted)
@@ -873,7 +805,7 @@ class Scope:
         if not dry_run:  # what it deletes leaves no link behind in the memories it corroborated
             doomed = [m for m, it in decision.items.items() if it.action == "delete" and not it.candidate]
             if doomed or decision.expired:
-                self._unlink(doomed + decision.expired, {r.id: r for r in recs})
+                unlink(self._tenant, doomed + decision.expired, {r.id: r for r in recs})
         applied = self._tenant.apply_decision(decision, candidates=[(p.record, p.vector) for p in prepared],
                                    dry_run=dry_run)
         if not dry_run:

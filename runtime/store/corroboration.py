@@ -1,0 +1,105 @@
+"""Corroboration in the store: a new memory judged against its scope's nearest memories, the links
+both ways, and the links removed when a memory is deleted.
+
+The rule itself (claims, agreement, contradiction, the confidence formula) is
+:mod:`runtime.annotate.enrich`; this module feeds it the neighbours — the scope's stored memories
+(one filtered search, never another scope's) and, in a ``write_many``, the batch's earlier items —
+and turns its :class:`~runtime.annotate.enrich.Judgement` into record fields and link rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+from ..annotate.enrich import EnrichConfig, Judgement, LinkKind, judge, link_attributes, linked_ids
+from ..record.memir import Flag, MemIR
+from .backend import TenantBackend
+from .filters import MemoryFilter
+from .ranking import RankWeights
+
+__all__ = ["BatchNeighbours", "back_links", "corroborate", "unlink"]
+
+
+class BatchNeighbours:
+    """The records of one batch written so far, with their vectors in one growing matrix (each new
+    item is compared with the earlier ones in one mat-vec, no restacking)."""
+
+    def __init__(self) -> None:
+        self._records: list[MemIR] = []
+        self._mat: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    def add(self, record: MemIR, vector: np.ndarray) -> None:
+        n = len(self._records)
+        if self._mat is None or n == len(self._mat):
+            grown = np.zeros((max(64, 2 * n), len(vector)), np.float32)
+            if self._mat is not None:
+                grown[:n] = self._mat
+            self._mat = grown
+        self._mat[n] = vector
+        self._records.append(record)
+
+    def nearest(self, vec: np.ndarray, k: int) -> list[tuple[MemIR, float]]:
+        """The ``k`` most similar records so far, as ``(record, cosine)`` (vectors are unit)."""
+        if self._mat is None or not self._records:
+            return []
+        sims = self._mat[: len(self._records)] @ vec
+        top = np.argsort(-sims, kind="stable")[:k]
+        return [(self._records[i], float(sims[i])) for i in top]
+
+
+def corroborate(tenant: TenantBackend, weights: RankWeights, cfg: EnrichConfig, rec: MemIR, vec: np.ndarray,
+                now: datetime, batch: BatchNeighbours | None = None) -> tuple[MemIR, Judgement]:
+    """Judge ``rec`` (vector ``vec``) against its ``cfg.neighbours`` nearest memories of the scope —
+    stored ones and the batch's earlier items; superseded versions and the version it corrects are
+    skipped. Returns the record with its links in ``related`` and ``attributes`` (and its confidence
+    raised by independent agreeing sources), and the judgement (for :func:`back_links`)."""
+    res = tenant.search(MemoryFilter(), now, vec, k=cfg.neighbours, pool=cfg.neighbours, context=None,
+                        weights=weights, touch=False)
+    near = [(h.record, h.score.similarity) for h in res.hits]
+    if batch:  # not stored yet: compared with their vectors here
+        near = sorted(near + batch.nearest(vec, cfg.neighbours), key=lambda x: -x[1])[:cfg.neighbours]
+    old = rec.metadata.attributes.get("supersedes")
+    near = [(r, sim) for r, sim in near if r.id != old and Flag.superseded not in r.metadata.flags]
+    j = judge(rec, near, cfg)
+    if not (j.agrees or j.contradicts):
+        return rec, j
+    attrs = dict(rec.metadata.attributes)
+    if j.agrees:
+        attrs = link_attributes(attrs, "corroborated_by", j.agrees)
+    if j.contradicts:
+        attrs = link_attributes(attrs, "contradicts", j.contradicts)
+    update: dict[str, Any] = {"related": list(dict.fromkeys([*rec.metadata.related, *j.agrees, *j.contradicts])),
+                              "attributes": attrs}
+    if j.confidence is not None:
+        update["confidence"] = j.confidence
+    return rec.model_copy(update={"metadata": rec.metadata.model_copy(update=update)}), j
+
+
+def back_links(judgement: Judgement | None, new_id: str) -> list[tuple[str, str, LinkKind]]:
+    """``(stored id, new id, kind)`` for the memories the new one agrees with or contradicts: the
+    links they get in the insert's transaction."""
+    if judgement is None:
+        return []
+    return ([(i, new_id, "corroborated_by") for i in judgement.agrees]
+            + [(i, new_id, "contradicts") for i in judgement.contradicts])
+
+
+def unlink(tenant: TenantBackend, deleted: Sequence[str], known: dict[str, MemIR] | None = None) -> None:
+    """Before deleting memories: their corroboration partners drop the links to them (before the
+    delete and its scrub, so no copy of the id outlives it). ``known``: records already read."""
+    partners: list[str] = []
+    for mid in deleted:
+        rec = known[mid] if known is not None and mid in known else tenant.get(mid)
+        if rec is not None:
+            partners += linked_ids(rec)
+    gone = set(deleted)
+    partners = [i for i in dict.fromkeys(partners) if i not in gone]
+    if partners:
+        tenant.drop_links(partners, list(deleted))

@@ -92,9 +92,11 @@ def _exact(tenant: PgTenant, conn: Any, flt: MemoryFilter, now: datetime, q: np.
     # leave the plan to row estimates, and with stale statistics PostgreSQL picked a nested loop over
     # the scope index (quadratic: 200 ms for 1,500 archived rows instead of 3)
     ids = [int(r[0]) for r in conn.execute(f"SELECT m.rowid FROM memories m WHERE {t} AND {where}", [*tp, *params])]
+    # joined to the id list: a filter `= ANY(ids)` compares every row with every id (quadratic too)
     cold = conn.execute(
-        "SELECT v.mem_rowid, v.cold, v.fmt FROM vectors v WHERE v.mem_rowid = ANY(%s) AND v.encoder_id = %s "
-        "AND v.dim = %s AND v.vec IS NULL AND v.cold IS NOT NULL", [ids, emb.encoder_id, emb.dim]).fetchall() if ids else []
+        "SELECT v.mem_rowid, v.cold, v.fmt FROM unnest(%s::bigint[]) AS f(rowid) JOIN vectors v ON v.mem_rowid = f.rowid "
+        "WHERE v.encoder_id = %s AND v.dim = %s AND v.vec IS NULL AND v.cold IS NOT NULL",
+        [ids, emb.encoder_id, emb.dim], binary=True).fetchall() if ids else []
     if not cold:
         return list(hot)
     # <#> is the negative inner product: the same distance for the decoded cold vectors

@@ -43,7 +43,7 @@ train: install encoder ## Self-play training rounds; writes checkpoints/ (PRESET
 eval: install encoder ## Evaluate policies; writes reports/eval.json, eval.md and plots
 	$(BIN)/python -m train.evaluate all --out reports/eval.json
 
-bench: install encoder ## Benchmarks: store, retention, scorer, encoder, batch, integrations (figures + ratios vs baselines)
+bench: install encoder ## Benchmarks: store, retention, scorer, encoder, batch, integrations, cold tier (figures + ratios vs baselines)
 	$(BIN)/python bench/run_all.py
 
 lint: install ## ruff + mypy on runtime/, utilitynet/ and train/

@@ -13,6 +13,7 @@ BENCHES = [
     ("scorer", ["bench/bench_scorer.py"]),
     ("batch scoring", ["bench/bench_batch.py"]),
     ("integrations", ["bench/bench_integrations.py"]),
+    ("cold-tier formats", ["bench/bench_tiers.py"]),
 ]
 
 

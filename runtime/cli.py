@@ -192,11 +192,15 @@ def cmd_inspect(a: argparse.Namespace) -> int:
 
 
 def _size(n: int) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1024 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024  # type: ignore[assignment]
-    return f"{n} B"
+    """``1164`` -> ``1.1 KB`` (bytes as a person reads them)."""
+    if n < 1024:
+        return f"{n} B"
+    x, unit = n / 1024, "KB"
+    for bigger in ("MB", "GB"):
+        if x < 1024:
+            break
+        x, unit = x / 1024, bigger
+    return f"{x:.1f} {unit}"
 
 
 def cmd_compact(a: argparse.Namespace) -> int:

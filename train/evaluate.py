@@ -74,6 +74,15 @@ DEFAULT_LME = DEFAULT_LOCOMO.parents[1] / "longmemeval" / "longmemeval-s-dev.jso
 DEFAULT_CACHE = Path("data") / "cache" / "embeddings"
 
 
+def _lme_sample_args(p: argparse.ArgumentParser, file_help: str) -> None:
+    """--file / --questions / --limit / --seed: which LongMemEval dev questions an evaluation runs on."""
+    p.add_argument("--file", default=None, help=file_help)
+    p.add_argument("--questions", choices=("held-out", "all"), default="held-out",
+                   help="held-out = the dev questions the shipped utility model was not fit on (default)")
+    p.add_argument("--limit", type=int, default=0, help="sample this many questions with --seed (0 = all)")
+    p.add_argument("--seed", type=int, default=0)
+
+
 def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m train.evaluate", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -166,20 +175,12 @@ def _parser() -> argparse.ArgumentParser:
     di.add_argument("--out", default="reports/discovery.json")
     sm = sub.add_parser("summaries", help="session summaries: evidence-turn fact coverage vs lead/longest baselines",
                         description="Example: python -m train.evaluate summaries --out reports/summaries.json")
-    sm.add_argument("--file", default=None, help="a LongMemEval file (default: the oracle dev split)")
-    sm.add_argument("--questions", choices=("held-out", "all"), default="held-out",
-                    help="held-out = the dev questions the shipped utility model was not fit on (default)")
-    sm.add_argument("--limit", type=int, default=0, help="sample this many questions with --seed (0 = all)")
-    sm.add_argument("--seed", type=int, default=0)
+    _lme_sample_args(sm, "a LongMemEval file (default: the oracle dev split)")
     sm.add_argument("--threshold", type=float, default=0.5, help="fact recall that counts as covered (default 0.5)")
     sm.add_argument("--out", default="reports/summaries.json")
     ti = sub.add_parser("tiers", help="cold-tier vector formats: archive recall@10 loss, bytes/vector, latency",
                         description="Example: python -m train.evaluate tiers --limit 24 --out reports/tiers.json")
-    ti.add_argument("--file", default=None, help="a LongMemEval file (default: the S dev split, full haystacks)")
-    ti.add_argument("--questions", choices=("held-out", "all"), default="held-out",
-                    help="held-out = the dev questions the shipped utility model was not fit on (default)")
-    ti.add_argument("--limit", type=int, default=0, help="sample this many questions with --seed (0 = all)")
-    ti.add_argument("--seed", type=int, default=0)
+    _lme_sample_args(ti, "a LongMemEval file (default: the S dev split, full haystacks)")
     ti.add_argument("--k", type=int, default=10)
     ti.add_argument("--repeats", type=int, default=5, help="timed recalls per question and format (default 5)")
     ti.add_argument("--cache", default=str(DEFAULT_CACHE), help="embedding cache directory (content-addressed)")

@@ -38,7 +38,7 @@ from ..retention.decision import ItemDecision, RetentionDecision
 from ..retention.solver import Reason, Status
 
 __all__ = ["COLD_FORMATS", "ColdFormat", "HOT_FORMAT", "PROMOTE_TRIGGER", "check_format", "decode", "decode_many",
-           "decode_rows", "encode", "is_promotion", "nbytes", "promotion_decision"]
+           "decode_rows", "encode", "is_promotion", "nbytes", "promotion_decision", "wanted_format"]
 
 ColdFormat = Literal["float32", "float16", "int8"]
 COLD_FORMATS: tuple[str, ...] = get_args(ColdFormat)
@@ -46,6 +46,12 @@ HOT_FORMAT: ColdFormat = "float32"
 PROMOTE_TRIGGER = "access:recall"
 
 _SCALE = struct.Struct("<f")
+
+
+def wanted_format(tier: str, cold_format: str) -> str:
+    """The format a vector of a memory in ``tier`` is stored in: ``cold_format`` in the archive,
+    float32 anywhere else."""
+    return cold_format if tier == "archive" else HOT_FORMAT
 
 
 def check_format(fmt: object, field: str = "cold_vectors") -> ColdFormat:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -159,6 +160,16 @@ def iter_questions(files: Sequence[str | Path], only: Callable[[LmeQuestion], bo
             seen.add(q.question_id)
             if only is None or only(q):
                 yield q
+
+
+def sample_questions(file: str | Path, *, limit: int | None = None, seed: int = 0,
+                     only: set[str] | None = None) -> list[LmeQuestion]:
+    """The answerable questions of ``file`` (those in ``only`` if given), or a ``seed`` sample of
+    ``limit`` of them, in id order."""
+    qs = list(iter_questions([file], only=lambda q: q.answerable and (only is None or q.question_id in only)))
+    if limit is not None and limit < len(qs):
+        qs = sorted(random.Random(seed).sample(qs, limit), key=lambda q: q.question_id)
+    return qs
 
 
 def evaluate_lme(questions: Iterable[LmeQuestion], make_scorer: Callable[[str, LmeQuestion], Scorer],

@@ -28,7 +28,6 @@ session turns: ``lead`` (the session's first sentences, :func:`lead_summary`) an
 
 from __future__ import annotations
 
-import random
 import re
 import tempfile
 import time
@@ -46,7 +45,7 @@ from runtime.scoring import Scorer
 
 from ..lme.reader import LmeQuestion
 from ..lme.shipped import SPLIT_VALIDATION
-from .lme import iter_questions
+from .lme import sample_questions
 from .report import save_figure
 
 __all__ = ["DEFAULT_FILE", "HELD_OUT_ROWS", "held_out_questions", "STOP", "evaluate_summaries", "fact_recall", "lead_summary", "plot_summaries"]
@@ -110,13 +109,6 @@ def held_out_questions(rows: str | Path = HELD_OUT_ROWS) -> set[str]:
     return {str(x) for x in pc.unique(t.filter(pc.equal(t["split"], SPLIT_VALIDATION))["question_id"]).to_pylist()}
 
 
-def _questions(file: str | Path, limit: int | None, seed: int, only: set[str] | None) -> list[LmeQuestion]:
-    qs = list(iter_questions([file], only=lambda q: q.answerable and (only is None or q.question_id in only)))
-    if limit is not None and limit < len(qs):
-        qs = sorted(random.Random(seed).sample(qs, limit), key=lambda q: q.question_id)
-    return qs
-
-
 def evaluate_summaries(file: str | Path = DEFAULT_FILE, *, limit: int | None = None, seed: int = 0,
                        emb: Any = None, scorer: Scorer | None = None, summaries: SummaryPolicy | None = None,
                        threshold: float = 0.5, only: set[str] | None = None, progress: bool = True
@@ -128,7 +120,7 @@ def evaluate_summaries(file: str | Path = DEFAULT_FILE, *, limit: int | None = N
     if scorer is None:
         from runtime.scoring import UtilityScorer
         scorer = UtilityScorer()
-    qs = _questions(file, limit, seed, only)
+    qs = sample_questions(file, limit=limit, seed=seed, only=only)
     t0 = time.perf_counter()
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:

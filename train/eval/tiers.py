@@ -27,7 +27,6 @@ latency p50/p90 in ms (the whole ``scope.recall`` call; the query's embedding co
 
 from __future__ import annotations
 
-import random
 import sys
 import tempfile
 import time
@@ -41,7 +40,7 @@ from runtime import MemoryStore, StoreConfig
 from runtime.scoring import make_baseline
 
 from ..lme.reader import LmeQuestion
-from .lme import iter_questions
+from .lme import sample_questions
 from .report import save_figure
 
 __all__ = ["DEFAULT_FILE", "FORMATS", "evaluate_tiers", "load_questions", "plot_tiers", "tiers_table"]
@@ -53,11 +52,8 @@ _TURN_TEXT_MAX = 20000
 
 def load_questions(file: str | Path = DEFAULT_FILE, *, limit: int | None = None, seed: int = 0,
                    only: set[str] | None = None) -> list[LmeQuestion]:
-    """The answerable questions of ``file`` (those in ``only`` if given; a ``seed`` sample of ``limit``)."""
-    qs = list(iter_questions([file], only=lambda q: q.answerable and (only is None or q.question_id in only)))
-    if limit is not None and limit < len(qs):
-        qs = sorted(random.Random(seed).sample(qs, limit), key=lambda q: q.question_id)
-    return qs
+    """The answerable questions of ``file`` (:func:`~train.eval.lme.sample_questions`), by default the S dev split."""
+    return sample_questions(file, limit=limit, seed=seed, only=only)
 
 
 def evaluate_tiers(questions: Sequence[LmeQuestion], emb: Any, *, k: int = 10, formats: Sequence[str] = FORMATS,

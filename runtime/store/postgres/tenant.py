@@ -24,9 +24,10 @@ from ...record.memir import Flag, MemIR
 from ..backend import LoggedDecision, ScopeLogs, ScopeRow, StoredRow
 from ..filters import MemoryFilter
 from ..rows import COLUMNS, N_COLUMNS, READ_COLS, body_json, record_to_row, row_to_record, ts, with_tags
+from ..tiers import wanted_format
 from ..write_checks import BatchNames, check_references, unique_ids
 from .db import PgDB
-from .vectors import VEC_COLS, columns, conform, stack, vector_array, vector_of, wanted_format
+from .vectors import VEC_COLS, columns, conform, stack, vector_array, vector_of
 
 __all__ = ["PgTenant", "lock_rows", "retried", "vector_array"]
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from .. import tiers
 
-__all__ = ["VEC_COLS", "columns", "compact", "conform", "stack", "vector_array", "vector_of", "wanted_format"]
+__all__ = ["VEC_COLS", "columns", "compact", "conform", "stack", "vector_array", "vector_of"]
 
 VEC_COLS = "v.vec, v.cold, v.fmt, v.dim"
 """The four columns :func:`vector_of` decodes (``vectors`` aliased ``v``)."""
@@ -28,11 +28,6 @@ _CHUNK = 1000
 def vector_array(v: Any) -> np.ndarray:
     """A pgvector value as a float32 array (the adapter returns ``pgvector.Vector`` objects)."""
     return np.asarray(v.to_numpy() if hasattr(v, "to_numpy") else v, dtype=np.float32)
-
-
-def wanted_format(tier: str, cold_format: str) -> str:
-    """The format a vector of a memory in ``tier`` is stored in."""
-    return cold_format if tier == "archive" else tiers.HOT_FORMAT
 
 
 def columns(v: np.ndarray, fmt: str) -> tuple[np.ndarray | None, bytes | None]:
@@ -91,7 +86,7 @@ def _rewrite(conn: Any, cold_format: str, rows: Sequence[tuple[Any, ...]]) -> in
         v = vector_of(vec, cold, fmt, dim)
         if v is None:
             continue
-        want = wanted_format(str(tier), cold_format)
+        want = tiers.wanted_format(str(tier), cold_format)
         hot, blob = columns(v, want)
         updates.append((hot, blob, want, rowid))
     if updates:

@@ -258,7 +258,7 @@ class SqliteTenant:
             rows = conn.execute(
                 f"SELECT {READ_COLS}, v.vec, v.encoder_id, v.dim, v.fmt FROM memories m "
                 f"LEFT JOIN vectors v ON v.mem_rowid = m.rowid WHERE {t} ORDER BY m.seq", tp).fetchall()
-        return [(row_to_record(*r[:5]), None if r[5] is None else _vectors.decode(r[5], r[8], int(r[7])), r[6])
+        return [(row_to_record(*r[:5]), None if r[5] is None else tiers.decode(r[5], r[8], int(r[7])), r[6])
                 for r in rows]
 
     def expired_ids(self, now: datetime, tier: str = "archive") -> list[str]:
@@ -488,7 +488,7 @@ class SqliteTenant:
                 f"LEFT JOIN vectors v ON v.mem_rowid = m.rowid LEFT JOIN memory_context c ON c.mem_rowid = m.rowid "
                 f"WHERE {t} AND m.seq > ? ORDER BY m.seq, m.rowid LIMIT ?", tp + [int(after_seq), int(limit)]).fetchall()
         return [StoredRow(row_to_record(*r[:5]), str(r[5]), int(r[6]),
-                          None if r[7] is None else _vectors.decode(r[7], r[11], int(r[9])),
+                          None if r[7] is None else tiers.decode(r[7], r[11], int(r[9])),
                           r[8], None if r[10] is None else bytes(r[10])) for r in rows]
 
     def restore_rows(self, rows: Sequence[StoredRow]) -> int:

@@ -12,26 +12,11 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-
 from .. import tiers
 
-__all__ = ["conform", "decode", "wanted_format"]
+__all__ = ["conform"]
 
 _CHUNK = 500
-
-
-def wanted_format(tier: str, cold_format: str) -> str:
-    """The format a vector of a memory in ``tier`` is stored in."""
-    return cold_format if tier == "archive" else tiers.HOT_FORMAT
-
-
-def decode(blob: bytes, fmt: str, dim: int) -> np.ndarray:
-    """The float32 unit vector stored as ``blob`` (float32 rows are read as they are, no copy of
-    their values beyond the array)."""
-    if fmt == tiers.HOT_FORMAT:
-        return np.frombuffer(blob, dtype=np.float32).reshape(dim).copy()
-    return tiers.decode(blob, fmt, dim)
 
 
 def conform(conn: sqlite3.Connection, cold_format: str, where: str, params: Sequence[Any],
@@ -62,7 +47,7 @@ def conform(conn: sqlite3.Connection, cold_format: str, where: str, params: Sequ
 def _rewrite(conn: sqlite3.Connection, cold_format: str, rows: Sequence[tuple[Any, ...]]) -> int:
     updates = []
     for rowid, tier, blob, fmt, dim in rows:
-        want = wanted_format(tier, cold_format)
-        updates.append((tiers.encode(decode(blob, fmt, int(dim)), want), want, rowid))
+        want = tiers.wanted_format(tier, cold_format)
+        updates.append((tiers.encode(tiers.decode(blob, fmt, int(dim)), want), want, rowid))
     conn.executemany("UPDATE vectors SET vec = ?, fmt = ? WHERE mem_rowid = ?", updates)
     return len(updates)

@@ -10,6 +10,8 @@ from typing import Any
 
 import numpy as np
 
+from .session import session_codes
+
 _MAX_HOURS = 1e5       # ~11 years: clip for every duration before log-scaling
 _MAX_COUNT = 1e6       # clip for counts (access count, steps) before log-scaling
 
@@ -119,6 +121,9 @@ class RecordColumns:
         access_count: times recalled. n_parents: ``len(provenance.derived_from)``.
         attributes: per-record ``metadata.attributes`` mappings (or ``None``), read only for session
             context that older stores kept there; ``None`` for the whole batch = none.
+        session: per-record session group codes (:func:`utilitynet.session.session_codes` of
+            ``provenance.session_id``), which the scorer's session share reads; ``None`` = every record
+            is a session of its own.
     """
 
     content: Sequence[str]
@@ -134,6 +139,7 @@ class RecordColumns:
     last_accessed_at: np.ndarray
     n_parents: np.ndarray
     attributes: Sequence[Any] | None = None
+    session: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         n = len(self.content)
@@ -144,6 +150,9 @@ class RecordColumns:
                                  f"got shape {np.shape(v)}")
         if self.attributes is not None and len(self.attributes) != n:
             raise ValueError(f"RecordColumns.attributes must have len(content) = {n}, got {len(self.attributes)}")
+        if self.session is not None and (np.ndim(self.session) != 1 or len(self.session) != n):
+            raise ValueError(f"RecordColumns.session must be a 1-d array of len(content) = {n}, "
+                             f"got shape {np.shape(self.session)}")
 
     def __len__(self) -> int:
         return len(self.content)
@@ -155,10 +164,10 @@ class RecordColumns:
         rows = [(r.content, r.created_at, (pv := r.provenance).type, r.role_context.dialog_role,
                  (md := r.metadata).confidence, md.flags, md.sensitivity, md.expires_at,
                  md.freshness_half_life, (us := r.usage).access_count, us.last_accessed_at,
-                 pv.derived_from, getattr(md, "attributes", None)) for r in records]
-        cols: list[tuple[Any, ...]] = list(zip(*rows, strict=True)) if rows else [()] * 13
+                 pv.derived_from, getattr(md, "attributes", None), getattr(pv, "session_id", None)) for r in records]
+        cols: list[tuple[Any, ...]] = list(zip(*rows, strict=True)) if rows else [()] * 14
         (content, created, src, role, conf, flags, sens, expires, half_life, access, last_access,
-         parents, attributes) = cols
+         parents, attributes, sessions) = cols
         return cls(
             content=[c or "" for c in content] if None in content else list(content),
             created_at=timestamps(created), source=codes(SRC_IDX, src), role=codes(ROLE_IDX, role),
@@ -167,11 +176,12 @@ class RecordColumns:
             half_life_s=np.array([NAN if h is None else h.total_seconds() for h in half_life], dtype=np.float64),
             access_count=floats(access), last_accessed_at=timestamps(last_access),
             n_parents=np.array([len(p) if p else 0 for p in parents], dtype=np.float64),
-            attributes=attributes if any(a for a in attributes) else None)
+            attributes=attributes if any(a for a in attributes) else None, session=session_codes(sessions))
 
     def slice(self, start: int, stop: int) -> RecordColumns:
         """Rows ``start:stop`` (views of the arrays)."""
         kw = {name: getattr(self, name)[start:stop] for name in _COLUMNS}
         return RecordColumns(content=self.content[start:stop], **kw,
-                             attributes=None if self.attributes is None else self.attributes[start:stop])
+                             attributes=None if self.attributes is None else self.attributes[start:stop],
+                             session=None if self.session is None else self.session[start:stop])
 

@@ -26,12 +26,26 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from .textstats import text_stats
+
 __all__ = ["ATTRIBUTE_PREFIX", "CONTEXT_NAMES", "attribute_key", "session_context", "sessions_context"]
 
-CONTEXT_NAMES: tuple[str, ...] = (
+_BASE_NAMES: tuple[str, ...] = (
     "caption", "relpos", "first3", "last3", "logsesslen", "next_q", "next_react", "prev_q",
     "next_loglen", "cos_next", "cos_prev", "centrality", "maxcos_sess",
 )
+# Schema v3: where a turn stands among the turns of its own dialog role in the session, and what kind
+# of session it is (measured on LongMemEval, issue 23: the fact a user later asks about is the turn
+# that stands out among *their own* turns of a session that is about them).
+_RELATIVE = ("first_person_log", "past_events_log", "numbers_log", "dates_log", "caps_words_log", "my_noun_log",
+             "quantities_log", "time_words_log")
+_ROLE_NAMES: tuple[str, ...] = (
+    "role_pos", "first_of_role", "role_turns", "length_rank", "longest_of_role", "rel_length",
+    *(f"rel_{k.removesuffix('_log')}" for k in _RELATIVE),
+    "prev_request", "prev_first_person", "user_share", "session_user_first_person", "session_user_past_events",
+    "session_user_length",
+)
+CONTEXT_NAMES: tuple[str, ...] = _BASE_NAMES + _ROLE_NAMES
 """Columns of :func:`session_context`, in order:
 
 - ``caption``: the turn shares an image (its text carries ``[image: …]``).
@@ -45,6 +59,21 @@ CONTEXT_NAMES: tuple[str, ...] = (
 - ``cos_next`` / ``cos_prev``: cosine to the next / previous turn (0 at the ends).
 - ``centrality``: mean cosine to the session's other turns.
 - ``maxcos_sess``: max cosine to another turn of the session.
+
+Then, among the session's turns **of the same dialog role** (schema v3):
+
+- ``role_pos``: log1p of the turn's position among them (0 = their first); ``first_of_role``: it is the first;
+  ``role_turns``: log1p of how many there are.
+- ``length_rank``: log1p of its rank by length (0 = the longest); ``longest_of_role``: it is the longest;
+  ``rel_length``: log1p(characters) minus the largest among them (0 for the longest, negative otherwise).
+- ``rel_first_person``, ``rel_past_events``, ``rel_numbers``, ``rel_dates``, ``rel_caps_words``, ``rel_my_noun``,
+  ``rel_quantities``, ``rel_time_words``: the :mod:`utilitynet.textstats` count minus the largest among them.
+- ``prev_request``: the previous turn asks for something ("can you recommend…"); ``prev_first_person``: the
+  previous turn's first-person rate.
+
+And of the session as a whole: ``user_share`` (share of its characters in ``user`` turns) and, over its
+``user`` turns, the mean first-person rate, past-event count and log length
+(``session_user_first_person``, ``session_user_past_events``, ``session_user_length``).
 """
 
 ATTRIBUTE_PREFIX = "ctx."
@@ -65,12 +94,13 @@ def _strip_caption(text: str) -> str:
     return _CAPTION.sub("", text)
 
 
-def session_context(texts: Sequence[str], emb: np.ndarray) -> np.ndarray:
+def session_context(texts: Sequence[str], emb: np.ndarray, roles: Sequence[str] | None = None) -> np.ndarray:
     """Context features of every turn of one complete session.
 
     Args:
         texts: the session's turns in order (image captions appended as ``" [image: …]"``).
         emb: ``(len(texts), d)`` embeddings of the turns, row-aligned (re-normalised here).
+        roles: each turn's dialog role (``"user"``, ``"agent"``…); ``None`` = all one role.
 
     Returns:
         float64 ``(len(texts), len(CONTEXT_NAMES))``, every value finite.
@@ -78,10 +108,11 @@ def session_context(texts: Sequence[str], emb: np.ndarray) -> np.ndarray:
     Raises:
         ValueError: if ``emb`` is not row-aligned with ``texts``.
     """
-    return sessions_context(texts, emb, np.array([0, len(texts)]))
+    return sessions_context(texts, emb, np.array([0, len(texts)]), roles)
 
 
-def sessions_context(texts: Sequence[str], emb: np.ndarray, bounds: np.ndarray) -> np.ndarray:
+def sessions_context(texts: Sequence[str], emb: np.ndarray, bounds: np.ndarray,
+                     roles: Sequence[str] | None = None) -> np.ndarray:
     """:func:`session_context` of many sessions at once: session ``k`` is rows
     ``bounds[k]:bounds[k + 1]`` (each in turn order). Everything is computed for all turns in one
     pass except the max cosine, which needs each session's cosine matrix. Every value equals what
@@ -131,4 +162,60 @@ def sessions_context(texts: Sequence[str], emb: np.ndarray, bounds: np.ndarray) 
             S = E[lo:hi] @ E[lo:hi].T
             np.fill_diagonal(S, -np.inf)
             out[lo:hi, 12] = S.max(axis=1)
+    if roles is not None and len(roles) != n:
+        raise ValueError(f"roles must have one entry per text ({n}), got {len(roles)}")
+    out[:, len(_BASE_NAMES):] = _role_context(bare, roles, b, own, i)
     return np.nan_to_num(out)
+
+
+def _segment_max(v: np.ndarray, seg: np.ndarray, k: int) -> np.ndarray:
+    m = np.full(k, -np.inf)
+    np.maximum.at(m, seg, v)
+    return m
+
+
+def _role_context(texts: Sequence[str], roles: Sequence[str] | None, b: np.ndarray, own: np.ndarray,
+                  pos: np.ndarray) -> np.ndarray:
+    """The schema-v3 columns (:data:`_ROLE_NAMES`), for turns grouped into sessions by ``own``."""
+    n = len(texts)
+    ts = text_stats(texts)
+    user = np.ones(n, dtype=bool) if roles is None else np.array([r == "user" for r in roles], dtype=bool)
+    codes = np.zeros(n, dtype=np.int64) if roles is None else np.unique(np.asarray(roles, dtype=object).astype(str),
+                                                                         return_inverse=True)[1].reshape(-1)
+    n_sess = int(own.max()) + 1 if n else 0
+    group = own * (int(codes.max()) + 1 if n else 1) + codes      # (session, role) segments
+    k = int(group.max()) + 1 if n else 0
+    # Position among the same role: rows are in session order, so a running count per segment.
+    order = np.lexsort((pos, group))
+    g_sorted = group[order]
+    starts = np.r_[0, np.flatnonzero(g_sorted[1:] != g_sorted[:-1]) + 1]
+    run_start = np.repeat(starts, np.diff(np.r_[starts, n]))
+    role_pos = np.empty(n)
+    role_pos[order] = np.arange(n) - run_start
+    count = np.bincount(group, minlength=k).astype(np.float64)
+    length = ts["chars_log"]
+    # Rank by length among the same role (0 = longest; ties share the better rank).
+    by_len = np.lexsort((-length, group))
+    gl = group[by_len]
+    ls = np.r_[0, np.flatnonzero(gl[1:] != gl[:-1]) + 1]
+    rank = np.empty(n)
+    rank[by_len] = np.arange(n) - np.repeat(ls, np.diff(np.r_[ls, n]))
+    cols = [np.log1p(role_pos), (role_pos == 0).astype(np.float64), np.log1p(count[group]), np.log1p(rank),
+            (rank == 0).astype(np.float64), length - _segment_max(length, group, k)[group]]
+    cols += [ts[key] - _segment_max(ts[key], group, k)[group] for key in _RELATIVE]
+    request = (ts["requests_log"] > 0).astype(np.float64)
+    prev_request, prev_fp = np.zeros(n), np.zeros(n)
+    same_session = np.r_[False, own[1:] == own[:-1]]
+    prev_request[1:] = np.where(same_session[1:], request[:-1], 0.0)
+    prev_fp[1:] = np.where(same_session[1:], ts["first_person_rate"][:-1], 0.0)
+    chars = np.array([len(t) for t in texts], dtype=np.float64)
+    total = np.bincount(own, weights=chars, minlength=n_sess)
+    user_chars = np.bincount(own, weights=chars * user, minlength=n_sess)
+    n_user = np.bincount(own, weights=user.astype(np.float64), minlength=n_sess)
+
+    def user_mean(v: np.ndarray) -> np.ndarray:
+        return (np.bincount(own, weights=v * user, minlength=n_sess) / np.maximum(n_user, 1.0))[own]
+
+    cols += [prev_request, prev_fp, (user_chars / np.maximum(total, 1.0))[own], user_mean(ts["first_person_rate"]),
+             user_mean(ts["past_events_log"]), user_mean(length)]
+    return np.column_stack(cols) if n else np.zeros((0, len(_ROLE_NAMES)))

@@ -1,9 +1,10 @@
 """Export :class:`~utilitynet.model.UtilityNet` to ONNX for the torch-free runtime, and check parity.
 
-The file is fp32 with a dynamic batch axis (input :data:`~utilitynet.features.MODEL_INPUT`, output
-:data:`~utilitynet.features.MODEL_OUTPUT` = logits) and carries in ``metadata_props`` the feature
-spec it was fit on (``FeatureSpec.to_metadata``: schema version, feature names as JSON, embedding
-dim, encoder id), the model config, and whatever the caller adds (training summary, commit...).
+The file is fp32 with a dynamic batch axis (input :data:`~utilitynet.features.MODEL_INPUT`, outputs
+:data:`~utilitynet.features.MODEL_OUTPUT` and :data:`~utilitynet.features.MODEL_SESSION_OUTPUT`) and
+carries in ``metadata_props`` the feature spec it was fit on (``FeatureSpec.to_metadata``: schema version,
+feature names as JSON, embedding dim, encoder id), the model config, the learned ``session_weight``
+(:mod:`utilitynet.session`), and whatever the caller adds (training summary, commit...).
 ``runtime.scoring.UtilityScorer`` reads them back and refuses a model whose spec does not match.
 
 We use the TorchScript exporter (``dynamo=False``): it handles this static MLP exactly and needs no
@@ -33,13 +34,17 @@ import numpy as np
 import onnx
 import torch
 
-from .features import MODEL_INPUT, MODEL_OUTPUT, FeatureSpec
+from .features import MODEL_INPUT, MODEL_OUTPUT, MODEL_SESSION_OUTPUT, FeatureSpec
 from .model import UtilityNet
+from .session import SESSION_WEIGHT_KEY
 
-__all__ = ["RESERVED_METADATA_KEYS", "ParityError", "check_parity", "export_onnx", "read_metadata"]
+__all__ = ["RESERVED_METADATA_KEYS", "ParityError", "check_parity", "export_onnx",
+           "read_metadata"]
 
 RESERVED_METADATA_KEYS = frozenset(
-    {"feature_schema_version", "feature_names", "embedding_dim", "encoder_id", "model_config", "output"})
+    {"feature_schema_version", "feature_names", "embedding_dim", "encoder_id", "model_config", "output",
+     SESSION_WEIGHT_KEY})
+
 """Keys written by :func:`export_onnx` itself; ``metadata`` may not override them."""
 
 
@@ -87,15 +92,17 @@ def export_onnx(model: UtilityNet, spec: FeatureSpec, path: str | os.PathLike[st
         warnings.simplefilter("ignore", category=FutureWarning)
         torch.onnx.export(
             net, (torch.zeros(2, cfg.in_features),), str(raw), dynamo=False, opset_version=opset,
-            input_names=[MODEL_INPUT], output_names=[MODEL_OUTPUT],
-            dynamic_axes={MODEL_INPUT: {0: "batch"}, MODEL_OUTPUT: {0: "batch"}},
+            input_names=[MODEL_INPUT], output_names=[MODEL_OUTPUT, MODEL_SESSION_OUTPUT],
+            dynamic_axes={MODEL_INPUT: {0: "batch"}, MODEL_OUTPUT: {0: "batch"}, MODEL_SESSION_OUTPUT: {0: "batch"}},
         )
     try:
         proto = onnx.load(str(raw))
     finally:
         raw.unlink(missing_ok=True)
     props = {**spec.to_metadata(), "model_config": json.dumps(cfg.to_dict()),
-             "output": f"{MODEL_OUTPUT}: raw logit per memory; utility = sigmoid(logit)"}
+             SESSION_WEIGHT_KEY: repr(float(net.session_weight.detach())),
+             "output": f"{MODEL_OUTPUT} c and {MODEL_SESSION_OUTPUT} b per memory; utility = sigmoid(c) * "
+                       f"softmax over the memory's session of b, to the power {SESSION_WEIGHT_KEY}"}
     props.update({k: v if isinstance(v, str) else json.dumps(v, sort_keys=True, default=str)
                   for k, v in extra.items()})
     del proto.metadata_props[:]
@@ -124,13 +131,13 @@ def check_parity(model: UtilityNet, path: str | os.PathLike[str], batch_sizes: S
         model: the torch network that was exported (evaluated as a CPU eval copy).
         path: the ONNX file.
         batch_sizes: batch sizes to test (the first rows of ``features`` are used for each).
-        atol: maximum allowed absolute difference of logits.
+        atol: maximum allowed absolute difference of either output.
         features: input rows (≥ max(batch_sizes)); default: random rows at the scale of the model's
             normalisation buffers (``feature_mean + feature_std · N(0, 1)``) from ``seed``.
         seed: seed of the default inputs.
 
     Returns:
-        ``{batch_size: max |torch − onnx|}``.
+        ``{batch_size: max |torch − onnx|}`` over both outputs.
 
     Raises:
         ParityError: some batch differs by more than ``atol``.
@@ -149,8 +156,8 @@ def check_parity(model: UtilityNet, path: str | os.PathLike[str], batch_sizes: S
     diffs: dict[int, float] = {}
     for b in batch_sizes:
         with torch.no_grad():
-            ref = net(torch.from_numpy(X[:b])).numpy()
-        got = sess.run([MODEL_OUTPUT], {MODEL_INPUT: X[:b]})[0]
+            ref = np.stack([t.numpy() for t in net(torch.from_numpy(X[:b]))])
+        got = np.stack(sess.run([MODEL_OUTPUT, MODEL_SESSION_OUTPUT], {MODEL_INPUT: X[:b]}))
         if got.shape != ref.shape:
             raise ParityError(f"batch {b}: onnx output shape {got.shape} != torch {ref.shape}")
         diffs[b] = float(np.max(np.abs(got - ref))) if b else 0.0

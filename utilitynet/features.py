@@ -48,10 +48,12 @@ from .redundancy import redundancy as batch_redundancy
 from .textstats import TEXT_STAT_NAMES, text_stats
 
 __all__ = [
+    "DYNAMIC_FEATURES",
     "FEATURE_NAMES",
     "FEATURE_SCHEMA_VERSION",
     "MODEL_INPUT",
     "MODEL_OUTPUT",
+    "MODEL_SESSION_OUTPUT",
     "NEAR_DUP_COS",
     "FeatureSpec",
     "feature_names",
@@ -60,12 +62,15 @@ __all__ = [
     "spec_for",
 ]
 
-FEATURE_SCHEMA_VERSION = "2"
+FEATURE_SCHEMA_VERSION = "3"
 
 MODEL_INPUT = "features"
 """Name of the exported ONNX model's input: float32 ``(batch, n_features)``."""
 MODEL_OUTPUT = "logit"
-"""Name of the exported ONNX model's output: float32 ``(batch,)`` raw logits (utility = sigmoid)."""
+"""Name of the exported ONNX model's first output: float32 ``(batch,)``, the memory's own logit *c*."""
+MODEL_SESSION_OUTPUT = "session_logit"
+"""Name of its second output: float32 ``(batch,)``, the memory's claim *b* within its session. The utility
+is ``σ(c) · softmax_session(b)^w`` (:mod:`utilitynet.session`; *w* is the ``session_weight`` metadata)."""
 
 from .columns import (  # noqa: E402  (the column codecs: vocabularies, timestamps, clipping)
     DIALOG_ROLES,
@@ -265,6 +270,17 @@ _GROUPS: tuple[_Group, ...] = (
 
 FEATURE_NAMES: tuple[str, ...] = tuple(name for g in _GROUPS for name in g.names)
 """The named (non-embedding) features in column order; embedding columns follow them."""
+
+DYNAMIC_FEATURES: tuple[str, ...] = (
+    "age_steps_log", "age_hours_log", "access_count_log", "accessed", "since_touch_hours_log", "position",
+    "flag_used", "flag_placeholder", "flag_superseded", "to_expiry_hours_log", "expired", "freshness",
+    "has_redundancy", "max_sim_other", "near_dups_log", "max_sim_newer", "max_sim_older", "has_newer_near_dup",
+    "newest_of_near_dups", "goal_sim", "has_goal", "recent_sim", "has_recent", "stage",
+)
+"""The named features whose value changes after a memory is written: with time (age, freshness, TTL),
+with use (recalls, flags set later), or with the other memories held or the agent's live context
+(position, redundancy, goal and recent context, stage). Every other named feature depends only on the
+memory's content, provenance and session, fixed once its session closes."""
 
 
 def feature_names(embedding_dim: int) -> tuple[str, ...]:

@@ -32,6 +32,8 @@ TEXT_STAT_NAMES: tuple[str, ...] = (
     # Dialogue cues (schema v2; measured on LoCoMo: what makes a turn worth remembering).
     "first_person_rate", "past_events_log", "my_noun_log", "questions_log", "ends_question",
     "time_words_log", "caps_words_log", "greeting_any", "reaction", "exclaim_rate",
+    # Schema v3: what the facts people ask back for look like (measured on LongMemEval: issue 23).
+    "quantities_log", "requests_log", "digression", "list_items_log",
 )
 """Output keys of :func:`text_stats`, in feature-column order."""
 
@@ -39,7 +41,7 @@ _MAX_COUNT = 1000.0  # counts are clipped before log1p: every column is bounded 
 
 # Marker bits of a vocabulary word.
 (URG, FP, SP, UPD, GREET, DAYW, MONTH_FULL, MONTH, AMPM, REL, PERIOD, ORD, OF, SUBJ, PASTV, ADV, POSS,
- TIMEW, LASTNEXT, REACT, HELLO) = (1 << i for i in range(21))
+ TIMEW, LASTNEXT, REACT, HELLO, NUMW, UNIT, REQ, DIGR, WAY) = (1 << i for i in range(26))
 
 _WORDS: dict[int, str] = {
     # Urgency / importance: must, ASAP, important, always, never, deadline, ...
@@ -71,6 +73,18 @@ _WORDS: dict[int, str] = {
     LASTNEXT: "last next",
     REACT: "wow awesome amazing great cool glad proud sounds that's congrats congratulations",
     HELLO: "hey hi hello thanks bye goodbye",  # narrower than GREET: opening/closing words only
+    # A quantity is a number (digits or a number word) followed by a unit: "45 minutes", "three months".
+    NUMW: "one two three four five six seven eight nine ten eleven twelve fifteen twenty thirty forty fifty "
+          "hundred thousand couple few several dozen",
+    UNIT: "year years month months week weeks day days hour hours minute minutes second seconds time times "
+          "mile miles km kilometers meter meters pound pounds lbs kg kilograms dollar dollars bucks euro euros "
+          "percent people person kids children friends members pages books episodes items pieces sessions "
+          "classes cups ounces inches feet steps games photos songs",
+    # A request to the other side ("can you recommend…", "any tips"): the asker, not the teller.
+    REQ: "please recommend recommendations recommended suggest suggestions tips advice ideas options",
+    # A digression that slips a personal fact into a conversation about something else.
+    DIGR: "btw incidentally",
+    WAY: "way",
 }
 _PAIRS: dict[tuple[str, str], int] = {
     ("make", "sure"): URG, ("do", "not"): URG, ("don't", "forget"): URG, ("dont", "forget"): URG,
@@ -79,6 +93,10 @@ _PAIRS: dict[tuple[str, str], int] = {
     ("love", "that"): REACT, ("so", "happy"): REACT,
     ("thank", "you"): HELLO, ("take", "care"): HELLO, ("see", "you"): HELLO, ("talk", "soon"): HELLO,
     ("catch", "up"): HELLO, ("how", "are"): HELLO,
+    ("can", "you"): REQ, ("could", "you"): REQ, ("would", "you"): REQ, ("help", "me"): REQ, ("give", "me"): REQ,
+    ("tell", "me"): REQ, ("show", "me"): REQ, ("any", "tips"): REQ,
+    ("speaking", "of"): DIGR, ("side", "note"): DIGR, ("just", "remembered"): DIGR, ("forgot", "to"): DIGR,
+    ("by", "the"): WAY,  # "by the way" = this pair followed by the word "way"
 }
 _CJK = {
     "urg": re.compile("务必|必须|一定|重要|紧急|记住|千万|截止".encode()),
@@ -88,6 +106,8 @@ _CJK = {
     "q": re.compile("？".encode()),
 }
 _IMAGE = re.compile(rb"\[image:")
+# A list item: a line (or the text) that starts with "1." / "2)" / "-" / "*" / "•" and a space.
+_LIST_ITEM = re.compile(rb"[\n\x00][ \t]*(?:[0-9]{1,2}[.)]|[-*]|\xe2\x80\xa2)[ \t]")
 
 _Q = np.uint64(0x9E3779B97F4A7C15)  # golden-ratio multiplier: mixes the two key halves / a word pair
 _KEY_BYTES = 16  # tokens longer than this are never marker words (the longest is 15 letters)
@@ -360,6 +380,10 @@ def _text_stats(contents: Sequence[str]) -> dict[str, np.ndarray]:
         last_ns[k] = seps[k] + len(blob[seps[k] + 1:last_ns[k] + 1].rstrip(b" \t\n\v\f\r"))
     ends_q = (last_ns > seps[:-1]) & (a[np.maximum(last_ns, 0)] == ord("?"))
     exclaims = per_record(a == ord("!"))
+    numberish = is_digit | ((bits & NUMW) > 0)
+    quantities = numberish & ((nxt_bits & UNIT) > 0)
+    by_the_way = ((pair & WAY) > 0) & ((_shift(bits, -2) & WAY) > 0) & same_next & _shift(same_next, -1)
+    digress = (bits_any & DIGR) > 0
 
     return {
         "chars_log": np.log1p(np.minimum(chars, 1e6)),
@@ -385,4 +409,8 @@ def _text_stats(contents: Sequence[str]) -> dict[str, np.ndarray]:
         "greeting_any": (per_token((bits_any & HELLO) > 0) > 0).astype(np.float64),
         "reaction": (per_token((bits_any & REACT) > 0) > 0).astype(np.float64),
         "exclaim_rate": np.minimum(exclaims / np.maximum(words, 1.0), 1.0),
+        "quantities_log": log(per_token(quantities)),
+        "requests_log": log(per_token((bits_any & REQ) > 0)),
+        "digression": (per_token(digress | by_the_way) > 0).astype(np.float64),
+        "list_items_log": log(by_regex(_LIST_ITEM)),
     }

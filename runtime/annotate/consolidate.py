@@ -25,6 +25,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from utilitynet.columns import DIALOG_ROLES
 from utilitynet.dialog import CONTEXT_NAMES, session_context, sessions_context
 
 from ..record.memir import Flag, MemIR
@@ -34,7 +35,12 @@ __all__ = ["history_session_columns", "history_session_features", "session_featu
 def session_features(records: list[MemIR], vectors: np.ndarray) -> np.ndarray:
     """The session-context features of every record of one complete session (records in write
     order): ``(n, len(CONTEXT_NAMES))`` float64, stored as computed."""
-    return session_context([r.content for r in records], vectors)
+    return session_context([r.content for r in records], vectors, [_role(r) for r in records])
+
+
+def _role(r: MemIR) -> str:
+    role = r.role_context.dialog_role
+    return str(getattr(role, "value", role))
 
 
 def history_session_features(records: list[MemIR], vectors: np.ndarray) -> np.ndarray:
@@ -47,13 +53,14 @@ def history_session_features(records: list[MemIR], vectors: np.ndarray) -> np.nd
     turn = np.zeros(len(records), dtype=bool)
     turn[session_turns(records)] = True
     return history_session_columns([r.provenance.session_id for r in records], turn,
-                                   [r.content for r in records], vectors)
+                                   [r.content for r in records], vectors, [_role(r) for r in records])
 
 
 def history_session_columns(session_ids: Sequence[str | None], turn: np.ndarray, contents: Sequence[str],
-                            vectors: np.ndarray) -> np.ndarray:
+                            vectors: np.ndarray, roles: Sequence[str] | np.ndarray) -> np.ndarray:
     """:func:`history_session_features` of records held column-wise (write order): their session
-    ids, which are turns of the conversation (not redacted placeholders), contents and vectors."""
+    ids, which are turns of the conversation (not redacted placeholders), contents, vectors and
+    dialog roles (names, or codes into :data:`utilitynet.columns.DIALOG_ROLES`)."""
     n = len(session_ids)
     out = np.full((n, len(CONTEXT_NAMES)), np.nan)
     if not n:
@@ -68,7 +75,9 @@ def history_session_columns(session_ids: Sequence[str | None], turn: np.ndarray,
     rows = [i for live in members.values() for i in live]   # session by session, each in write order
     bounds = np.cumsum([0] + [len(live) for live in members.values()])
     vecs = np.asarray(vectors, dtype=np.float32)
-    out[rows] = sessions_context([contents[i] for i in rows], vecs[rows], bounds)
+    names = [DIALOG_ROLES[int(r)] if not isinstance(r, str) and 0 <= int(r) < len(DIALOG_ROLES)
+             else str(r) for r in (roles[i] for i in rows)]
+    out[rows] = sessions_context([contents[i] for i in rows], vecs[rows], bounds, names)
     return out
 
 

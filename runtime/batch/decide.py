@@ -139,7 +139,7 @@ class ScopeDecider:
             recent = recent_context(v[order[-self.recent_window:]])
             w = (lo + order).tolist()
             hist = history_session_columns([sessions[i] for i in w], turn[lo + order],
-                                           [items.columns.content[i] for i in w], v[order])
+                                           [items.columns.content[i] for i in w], v[order], items.columns.role[w])
             session = np.empty_like(hist)
             session[order] = hist
             segments.append((lo, hi, scoring_context(now=self.now, steps=steps, recent=recent, session=session,

@@ -24,6 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from utilitynet.columns import RecordColumns
+from utilitynet.session import session_codes
 
 from ..record.memir import MemIR
 from ..retention.plan import ItemTable
@@ -124,7 +125,8 @@ def item_table(t: pa.Table) -> ItemTable:
         content=content, created_at=created, source=src, role=role, confidence=conf, flags=flags,
         sensitivity=sens, expires_at=expires, half_life_s=_np(t, "half_life_s", np.float64),
         access_count=_np(t, "access_count", np.float64), last_accessed_at=_np(t, "last_accessed_at", np.float64),
-        n_parents=_np(t, "n_parents", np.float64), attributes=attributes)
+        n_parents=_np(t, "n_parents", np.float64), attributes=attributes,
+        session=session_codes(t.column("session_id").to_pylist()))
     ids = t.column("id").to_pylist()
     view = RuleView(ids=ids, content=content, flags=flags, source=src, dialog_role=role, sensitivity=sens,
                     expires_at=expires, confidence=conf, active_role=t.column("active_role").to_pylist(),

@@ -4,7 +4,9 @@
 the feature spec from the model's metadata and refuses a model fit on another feature schema (names,
 version or embedding width) with :class:`~runtime.errors.SchemaMismatchError` saying what to run.
 ``score`` = :func:`utilitynet.features.featurize` (the same function the trainer used) + the MLP in
-batches + a sigmoid: utilities in (0, 1), comparable within one call.
+batches, whose two outputs make a utility in (0, 1] by :func:`utilitynet.session.log_utility`: the
+memory's own odds, times its share of its session among the memories scored together (utilities are
+comparable within one call).
 
 Model location: the ``model`` argument, else ``$MEMIR_MODEL``, else the model that ships inside the
 package (a repository checkout: ``checkpoints/utilitynet.onnx``, which ``make train`` rewrites).
@@ -38,11 +40,13 @@ from utilitynet.features import (
     FEATURE_SCHEMA_VERSION,
     MODEL_INPUT,
     MODEL_OUTPUT,
+    MODEL_SESSION_OUTPUT,
     FeatureSpec,
     feature_names,
     featurize,
     featurize_segments,
 )
+from utilitynet.session import SESSION_WEIGHT_KEY, combine_groups, log_utility
 
 from ..errors import EncoderMismatchError, ModelNotFoundError, SchemaMismatchError, VectorError
 from ..install import DIST
@@ -94,10 +98,6 @@ def _ort_errors(ort: Any) -> tuple[type[BaseException], ...]:
     return found + (RuntimeError,)
 
 
-def _sigmoid(z: np.ndarray) -> np.ndarray:
-    return 1.0 / (1.0 + np.exp(-np.clip(z.astype(np.float64), -700.0, 700.0)))
-
-
 class UtilityScorer:
     """The learned utility model behind the :class:`~runtime.scoring.Scorer` protocol.
 
@@ -142,6 +142,14 @@ class UtilityScorer:
         except ValueError as e:
             raise SchemaMismatchError(f"{path} is not a memir utility model ({e}): {_RETRAIN}") from e
         self._check_spec(path, spec, sess)
+        try:
+            weight = float(md.get(SESSION_WEIGHT_KEY, "nan"))
+        except ValueError:
+            weight = float("nan")
+        if not (np.isfinite(weight) and weight >= 0):
+            raise SchemaMismatchError(f"{path} has no valid {SESSION_WEIGHT_KEY!r} in its metadata (got "
+                                      f"{md.get(SESSION_WEIGHT_KEY)!r}): {_RETRAIN}")
+        self._session_weight = weight
         if encoder_id is not None and encoder_id != spec.encoder_id:
             raise EncoderMismatchError(f"{path} was fit on embeddings from {spec.encoder_id!r}, but the "
                                        f"store uses {encoder_id!r}: re-embed the store with the model's encoder "
@@ -165,6 +173,10 @@ class UtilityScorer:
             got = [(i.name, i.shape) for i in inputs]
             raise SchemaMismatchError(f"{path} takes inputs {got}, expected {MODEL_INPUT!r} of width "
                                       f"{spec.n_features}: {_RETRAIN}")
+        outputs = [o.name for o in sess.get_outputs()]
+        if outputs != [MODEL_OUTPUT, MODEL_SESSION_OUTPUT]:
+            raise SchemaMismatchError(f"{path} has outputs {outputs}, expected [{MODEL_OUTPUT!r}, "
+                                      f"{MODEL_SESSION_OUTPUT!r}]: {_RETRAIN}")
 
     @property
     def name(self) -> str:
@@ -180,6 +192,11 @@ class UtilityScorer:
     def spec(self) -> FeatureSpec:
         """The feature spec the model was fit on (= this runtime's)."""
         return self._info.spec
+
+    @property
+    def session_weight(self) -> float:
+        """The learned weight *w* of a memory's share of its session (:mod:`utilitynet.session`)."""
+        return self._session_weight
 
     def score(self, records: Sequence[MemIR], embeddings: np.ndarray, ctx: ScoringContext) -> np.ndarray:
         """Utilities in (0, 1), one per record (float64), from featurize + the MLP.
@@ -202,7 +219,17 @@ class UtilityScorer:
         with one model call for all of them."""
         emb = self._check(columns, embeddings)
         X = featurize_segments(columns, emb, segments, redundancy=self._redundancy, workers=self._threads)
-        return self.score_features(X)
+        seg = np.repeat(np.arange(len(segments)), [hi - lo for lo, hi, _ in segments])
+        return self.score_features(X, combine_groups(seg, self._sessions(columns)))
+
+    @staticmethod
+    def _sessions(batch: Sequence[MemIR] | RecordColumns) -> np.ndarray:
+        cols = batch if isinstance(batch, RecordColumns) else None
+        if cols is not None and cols.session is not None:
+            return np.asarray(cols.session, dtype=np.int64)
+        if cols is not None:  # no session column: every memory is a session of its own
+            return np.arange(len(cols), dtype=np.int64)
+        return RecordColumns.from_records(batch).session  # type: ignore[arg-type, return-value]
 
     def _check(self, batch: Sequence[MemIR] | RecordColumns, embeddings: np.ndarray) -> np.ndarray:
         emb = np.asarray(embeddings, dtype=np.float32)
@@ -219,24 +246,39 @@ class UtilityScorer:
     def _score(self, batch: Sequence[MemIR] | RecordColumns, embeddings: np.ndarray,
                ctx: ScoringContext) -> np.ndarray:
         emb = self._check(batch, embeddings)
-        X = featurize(batch, emb, ctx, redundancy=self._redundancy, workers=self._threads)
-        return self.score_features(X)
+        cols = batch if isinstance(batch, RecordColumns) else RecordColumns.from_records(batch)
+        X = featurize(cols, emb, ctx, redundancy=self._redundancy, workers=self._threads)
+        return self.score_features(X, self._sessions(cols))
 
-    def logits(self, features: np.ndarray) -> np.ndarray:
-        """Raw model logits (float32) for precomputed ``featurize`` rows, run in batches."""
+    def outputs(self, features: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The model's two outputs (``logit`` *c*, ``session_logit`` *b*; float32) for precomputed
+        ``featurize`` rows, run in batches."""
         X = np.ascontiguousarray(features, dtype=np.float32)
         if X.ndim != 2 or X.shape[1] != self.spec.n_features:
             raise VectorError(f"features must be (n, {self.spec.n_features}), got {X.shape}",
                               field="features")
         if X.shape[0] == 0:
-            return np.zeros(0, dtype=np.float32)
+            return np.zeros(0, dtype=np.float32), np.zeros(0, dtype=np.float32)
         bs = self._batch_size
-        parts = [self._sess.run([MODEL_OUTPUT], {MODEL_INPUT: X[i:i + bs]})[0] for i in range(0, len(X), bs)]
-        return np.concatenate(parts).reshape(-1)
+        names = [MODEL_OUTPUT, MODEL_SESSION_OUTPUT]
+        parts = [self._sess.run(names, {MODEL_INPUT: X[i:i + bs]}) for i in range(0, len(X), bs)]
+        return (np.concatenate([p[0] for p in parts]).reshape(-1),
+                np.concatenate([p[1] for p in parts]).reshape(-1))
 
-    def score_features(self, features: np.ndarray) -> np.ndarray:
-        """Utilities (sigmoid of the logits, float64) for precomputed ``featurize`` rows."""
-        return _sigmoid(self.logits(features))
+    def score_features(self, features: np.ndarray, sessions: np.ndarray | None = None) -> np.ndarray:
+        """Utilities in (0, 1] (float64) for precomputed ``featurize`` rows scored together.
+
+        Args:
+            features: the rows.
+            sessions: per row, a session group code (rows sharing a code compete for their session's
+                share, :mod:`utilitynet.session`); ``None`` = every row its own session.
+        """
+        c, b = self.outputs(features)
+        codes = np.arange(len(c), dtype=np.int64) if sessions is None else np.asarray(sessions, dtype=np.int64)
+        if codes.shape != c.shape:
+            raise VectorError(f"sessions must have one code per row ({len(c)}), got shape {codes.shape}",
+                              field="sessions")
+        return np.exp(log_utility(c, b, codes, self._session_weight))
 
 
 def _hash_utility(text: str) -> float:

@@ -16,7 +16,14 @@ from runtime.record import Flag
 from tests.conftest import word_records  # noqa: E402
 from utilitynet.context import ScoringContext
 from utilitynet.export import ParityError, check_parity, export_onnx, read_metadata
-from utilitynet.features import FEATURE_SCHEMA_VERSION, MODEL_INPUT, MODEL_OUTPUT, featurize, spec_for
+from utilitynet.features import (
+    FEATURE_SCHEMA_VERSION,
+    MODEL_INPUT,
+    MODEL_OUTPUT,
+    MODEL_SESSION_OUTPUT,
+    featurize,
+    spec_for,
+)
 from utilitynet.model import UtilityNet, UtilityNetConfig, normalization_stats
 
 D = 24
@@ -58,7 +65,31 @@ def test_a_model_without_the_embedding_ignores_it() -> None:
     x = torch.randn(4, SPEC.n_features)
     y = x.clone()
     y[:, -D:] = torch.randn(4, D)  # other embeddings, same named features
-    assert net.embed_proj is None and torch.equal(net(x), net(y))
+    assert all(m.embed_proj is None for m in net.members)
+    assert all(torch.equal(a, b) for a, b in zip(net(x), net(y), strict=True))
+
+
+def test_ignored_features_do_not_change_the_outputs() -> None:
+    names = SPEC.names[:SPEC.n_features - D]
+    net = UtilityNet(UtilityNetConfig.for_spec(SPEC, hidden=(8,), ignore=(names[0], names[3]))).eval()
+    x = torch.from_numpy(random_features(6))
+    y = x.clone()
+    y[:, 0] += 5.0
+    y[:, 3] -= 2.0
+    assert all(torch.equal(a, b) for a, b in zip(net(x), net(y), strict=True))
+    y[:, 1] += 5.0
+    assert not torch.equal(net(x)[0], net(y)[0])
+
+
+def test_an_ensemble_averages_its_members() -> None:
+    net = make_net(hidden=(8,), members=3).eval()
+    x = torch.from_numpy(random_features(5))
+    x_n = (x - net.feature_mean) / net.feature_std
+    with torch.no_grad():
+        want = sum(m(x_n) for m in net.members) / 3
+        logit, session_logit = net(x)
+    torch.testing.assert_close(logit, want[:, 0])
+    torch.testing.assert_close(session_logit, want[:, 1])
 
 
 def test_config_round_trips_through_a_dict() -> None:
@@ -69,10 +100,11 @@ def test_config_round_trips_through_a_dict() -> None:
 
 
 @pytest.mark.parametrize("hidden", [(16,), (32, 16), (32, 16, 8)])
-def test_forward_gives_one_logit_per_row(hidden: tuple[int, ...]) -> None:
+def test_forward_gives_two_logits_per_row(hidden: tuple[int, ...]) -> None:
     net = make_net(hidden=hidden).eval()
-    out = net(torch.from_numpy(random_features(5)))
-    assert out.shape == (5,) and torch.isfinite(out).all()
+    for out in net(torch.from_numpy(random_features(5))):
+        assert out.shape == (5,) and torch.isfinite(out).all()
+    assert float(net.session_weight.detach()) == pytest.approx(0.5, abs=1e-6)
 
 
 def test_normalization_leaves_embedding_and_constant_columns_alone() -> None:
@@ -129,15 +161,18 @@ def test_dynamic_batch_axis(tmp_path: Path) -> None:
     path = export_onnx(net, SPEC, tmp_path / "m.onnx")
     sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     X = random_features(300, seed=2)
-    got = sess.run([MODEL_OUTPUT], {MODEL_INPUT: X})[0]
+    got = sess.run([MODEL_OUTPUT, MODEL_SESSION_OUTPUT], {MODEL_INPUT: X})
     with torch.no_grad():
-        np.testing.assert_allclose(got, net(torch.from_numpy(X)).numpy(), atol=1e-5)
+        want = net(torch.from_numpy(X))
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w.numpy(), atol=1e-5)
+    assert float(read_metadata(path)["session_weight"]) == pytest.approx(float(net.session_weight), abs=1e-6)
 
 
 def test_check_parity_detects_a_diverged_model(tmp_path: Path) -> None:
     net = make_net()
     path = export_onnx(net, SPEC, tmp_path / "m.onnx")
     with torch.no_grad():
-        net.head.bias += 0.01
+        net.members[0].head.bias += 0.01
     with pytest.raises(ParityError, match="atol"):
         check_parity(net, path, features=random_features(7))

@@ -34,7 +34,8 @@ COL = {n: i for i, n in enumerate(FEATURE_NAMES)}
 
 # Pinned (version, sha256 of the names). A change of FEATURE_NAMES must come with a version bump.
 KNOWN_SCHEMAS = {"1": "c5da2ad06335ad5388da9eb907efaacdaa90dec986dfd0da2ce65e8e6a59c33c",
-                 "2": "6634899e84b8549bc3dff434ed608191b517351203030cb7e9bfdc42b1775c9e"}
+                 "2": "6634899e84b8549bc3dff434ed608191b517351203030cb7e9bfdc42b1775c9e",
+                 "3": "2d2b48bf8e7afe81e468cb33a22813544154fb38b4a2f6c9b78617e5966ff14e"}
 
 
 def rec(content: str = "The flight to Lisbon leaves on Friday", **kw: Any) -> MemIR:
@@ -303,6 +304,10 @@ CASES: list[Case] = _FLAG_CASES + [
     (("greeting_any",), {"content": "the passport"}, {"content": "hey, the passport"}, {}, {}),
     (("reaction",), {"content": "the passport"}, {"content": "wow, the passport"}, {}, {}),
     (("exclaim_rate",), {"content": "the passport"}, {"content": "the passport!!"}, {}, {}),
+    (("quantities_log",), {"content": "I ran a lot"}, {"content": "I ran 5 miles in forty minutes"}, {}, {}),
+    (("requests_log",), {"content": "I like pasta"}, {"content": "can you recommend a pasta place please"}, {}, {}),
+    (("digression",), {"content": "the hotel is fine"}, {"content": "by the way, the hotel is fine"}, {}, {}),
+    (("list_items_log",), {"content": "options: a, b"}, {"content": "options:\n1. a\n2. b\n- c"}, {}, {}),
     (
         tuple(f"ctx_{n}" for n in CONTEXT_NAMES) + ("ctx_present",),
         {},

@@ -23,6 +23,7 @@ from utilitynet.context import ScoringContext
 from utilitynet.export import export_onnx
 from utilitynet.features import featurize, spec_for
 from utilitynet.model import UtilityNet, UtilityNetConfig, normalization_stats
+from utilitynet.session import log_utility, session_codes
 
 REPO = Path(__file__).resolve().parents[3]
 D = 16
@@ -33,6 +34,9 @@ SPEC = spec_for(D, "hash-16-s0")
 def records(n: int, seed: int = 0) -> tuple[list[MemIR], np.ndarray, ScoringContext]:
     rng = np.random.default_rng(seed)
     recs = word_records(rng, n, NOW, flag=Flag.urgent, flag_every=3)
+    # two sessions and some memories without one: the session share is part of what is compared
+    recs = [r.model_copy(update={"provenance": r.provenance.model_copy(
+        update={"session_id": (None, "s-a", "s-b")[i % 3]})}) for i, r in enumerate(recs)]
     E = rng.standard_normal((n, D)).astype(np.float32)
     return recs, E, ScoringContext(now=NOW, step=n, record_steps=np.arange(n), recent_embedding=E[-1])
 
@@ -65,9 +69,25 @@ def test_scores_match_torch(model: tuple[UtilityNet, Path], n: int) -> None:
     recs, E, ctx = records(n, seed=n)
     got = scorer.score(recs, E, ctx)
     with torch.no_grad():
-        want = torch.sigmoid(net(torch.from_numpy(featurize(recs, E, ctx)))).numpy()
+        c, b = (t.double().numpy() for t in net(torch.from_numpy(featurize(recs, E, ctx))))
+    codes = session_codes([r.provenance.session_id for r in recs])
+    want = np.exp(log_utility(c, b, codes, float(net.session_weight.detach())))
     assert got.dtype == np.float64 and got.shape == (n,)
     np.testing.assert_allclose(got, want, atol=1e-5)
+    assert scorer.session_weight == pytest.approx(float(net.session_weight.detach()), abs=1e-6)
+
+
+def test_a_memory_shares_its_session_with_the_others_of_that_session(model: tuple[UtilityNet, Path]) -> None:
+    _, path = model
+    scorer = UtilityScorer(path)
+    recs, E, ctx = records(9, seed=3)
+    X = featurize(recs, E, ctx)
+    alone = scorer.score_features(X)  # no session codes: every memory stands alone
+    shared = scorer.score_features(X, np.zeros(9, np.int64))  # all nine in one session
+    assert (shared <= alone + 1e-9).all() and (shared < alone - 1e-6).any()
+    np.testing.assert_allclose(scorer.score(recs, E, ctx),
+                               scorer.score_features(X, session_codes([r.provenance.session_id for r in recs])),
+                               atol=1e-9)
 
 
 def test_batching_does_not_change_scores(model: tuple[UtilityNet, Path]) -> None:
@@ -76,7 +96,8 @@ def test_batching_does_not_change_scores(model: tuple[UtilityNet, Path]) -> None
     whole = UtilityScorer(path).score(recs, E, ctx)
     np.testing.assert_allclose(UtilityScorer(path, batch_size=5).score(recs, E, ctx), whole, atol=1e-6)
     X = featurize(recs, E, ctx)
-    np.testing.assert_allclose(UtilityScorer(path).score_features(X), whole, atol=1e-6)
+    codes = session_codes([r.provenance.session_id for r in recs])
+    np.testing.assert_allclose(UtilityScorer(path).score_features(X, codes), whole, atol=1e-6)
     assert UtilityScorer(path).score([], np.zeros((0, D), np.float32), ScoringContext(now=NOW)).shape == (0,)
 
 

@@ -66,7 +66,7 @@ class AgentConfig:
 
 @dataclass
 class Decision:
-    """One retention decision as the policy saw it."""
+    """One retention decision as the policy saw it (``sessions``: each item's session id, or None)."""
 
     user_id: str
     step: int
@@ -74,6 +74,7 @@ class Decision:
     X: np.ndarray
     kept: np.ndarray
     trigger: str
+    sessions: list[str | None] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -217,7 +218,8 @@ def _book(run: EpisodeRun, scope: Scope, recs: list[MemIR], X: np.ndarray | None
     if record and X is not None:
         kept = set(d.kept)
         ids = [r.id for r in recs]
-        run.decisions.append(Decision(scope.user_id, step, ids, X, np.array([i in kept for i in ids]), d.trigger))
+        run.decisions.append(Decision(scope.user_id, step, ids, X, np.array([i in kept for i in ids]), d.trigger,
+                                      [r.provenance.session_id for r in recs]))
 
 
 def _answer(q: Question, scope: Scope, cfg: AgentConfig) -> QuestionOutcome:

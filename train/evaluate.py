@@ -103,9 +103,17 @@ def _parser() -> argparse.ArgumentParser:
                         description="Example: python -m train.evaluate lme-cv longmemeval-s-dev.json.gz --out cv.json")
     cv.add_argument("file")
     cv.add_argument("--folds", type=int, default=5)
-    cv.add_argument("--capacities", nargs="+", type=float, default=list(LME_CAPACITIES))
+    cv.add_argument("--capacities", nargs="+", type=float, default=list(LME_CAPACITIES),
+                    help="budgets as a share of each stream's turns (default 0.05 0.1 0.2)")
+    cv.add_argument("--budgets", nargs="*", type=float, default=[],
+                    help="also budgets as a share of each stream's tokens (e.g. 0.05 0.1 0.2)")
     cv.add_argument("--baselines", nargs="*", default=["recency", "longest", "longest_user", "memoryos",
                                                        "generative_agents", "oracle"], choices=LME_POLICIES)
+    cv.add_argument("--variant", action="append", default=[], metavar="NAME=JSON",
+                    help="a learned variant: fit-setting overrides as JSON (repeatable), e.g. "
+                         "'no-share={\"session_share\": false}'; default: one, utilitynet-cv, the preset's settings")
+    cv.add_argument("--no-bow", action="store_true", help="skip the bag-of-words baseline")
+    cv.add_argument("--models", default=None, help="keep the fold models here (<variant>/fold<k>.onnx)")
     cv.add_argument("--preset", default="default", help="train preset whose fit settings are used")
     cv.add_argument("--rows", default="data/lme_rows", help="where the per-question training rows are cached")
     cv.add_argument("--cache", default=str(DEFAULT_CACHE))
@@ -237,6 +245,25 @@ def record_in_card(card: Path, key: str, data: str, report: Path) -> None:
     card.write_text(json.dumps(c, indent=2, default=float))
 
 
+def _variants(specs: Sequence[str]) -> dict[str, dict[str, Any]] | None:
+    """``NAME=JSON`` arguments → ``{name: fit overrides}`` (``None``: the default single variant)."""
+    if not specs:
+        return None
+    out: dict[str, dict[str, Any]] = {}
+    for spec in specs:
+        name, sep, body = spec.partition("=")
+        if not sep or not name:
+            raise MemirError(f"--variant {spec!r}: write NAME=JSON, e.g. 'no-share={{\"session_share\": false}}'")
+        try:
+            overrides = json.loads(body) if body.strip() else {}
+        except json.JSONDecodeError as e:
+            raise MemirError(f"--variant {name}: the overrides are not JSON ({e})") from e
+        if not isinstance(overrides, dict):
+            raise MemirError(f"--variant {name}: the overrides must be a JSON object of fit settings")
+        out[name] = overrides
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     progress = not getattr(args, "no_progress", False)
@@ -261,14 +288,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(lme_table(summary))
         elif args.cmd == "lme-cv":
             from .eval.lme_cv import run_cv
-            payload: dict[str, Any] = run_cv(args.file, folds=args.folds, capacities=args.capacities, baselines=args.baselines,
-                             preset=args.preset, rows_dir=args.rows, cache=args.cache, progress=progress,
-                             validation_fold=args.validation_fold, workers=args.workers,
-                             time_budget_s=None if args.time_budget_min is None else 60 * args.time_budget_min)
+            variants = _variants(args.variant)
+            payload: dict[str, Any] = run_cv(
+                args.file, folds=args.folds, capacities=args.capacities, budgets=args.budgets,
+                baselines=args.baselines, variants=variants, bow=not args.no_bow, preset=args.preset,
+                rows_dir=args.rows, cache=args.cache, progress=progress, validation_fold=args.validation_fold,
+                workers=args.workers, models_dir=args.models,
+                time_budget_s=None if args.time_budget_min is None else 60 * args.time_budget_min)
             payload["args"] = record
             qn = payload["questions"]
+            learned = ", ".join(list(payload["variants"]) + ([] if args.no_bow else ["bow"]))
             payload["note"] = (f"{args.folds}-fold cross-validation by question; fold {args.validation_fold} (the "
-                               "promotion fold) is never fit on and never reported. utilitynet-cv and bow are fit on "
+                               f"promotion fold) is never fit on and never reported. {learned} are fit on "
                                "the other training folds; every policy is scored on the same questions: "
                                f"{qn['reported']} of the {qn['eligible']} held-out questions"
                                + ("." if qn["complete"] else " (the time budget ended the run; the first questions "

@@ -173,7 +173,7 @@ def iter_logs(path: str | Path, *, require_labels: bool = True) -> Iterator[Chat
 def log_rows(files: Sequence[str | Path], emb: Embedder, cfg: RowConfig = RowConfig()) -> list[ConversationRows]:
     """The training rows of every conversation of ``files`` (validated first, all of them)."""
     logs = [log for f in files for log in iter_logs(f)]
-    return [conversation_rows(log.conversation_id, log.turns, set(log.evidence), log.questions, emb, cfg)
+    return [conversation_rows(log.conversation_id, log.turns, set(log.evidence), emb, cfg)
             for log in logs]
 
 

@@ -44,10 +44,10 @@ from utilitynet.features import spec_for
 from . import fit as fit_stage
 from .agent import run_episode
 from .config import TrainConfig, load_preset
-from .dataset import RowBatch, decision_groups, load_rounds, round_dir, to_numpy, write_round
+from .dataset import FitData, RowBatch, fit_data, load_rounds, round_dir, write_round
 from .embedcache import CachedEmbedder, cached_embedder
 from .eval.synthetic import evaluate_policies, leakage_check
-from .fit.data import roc_auc
+from .fit.data import group_recall, roc_auc
 from .label import OracleScorer, apply_corrections, counterfactual_agreement, label_decisions
 from .simulate import Episode, generate, summarize
 from .sources import RealRows, Source, load_lme_rows, warn
@@ -141,19 +141,15 @@ def run_round(r: int, cfg: TrainConfig, emb: CachedEmbedder, train_eps: list[Epi
         "policy": policy.name, "seed": cfg.seed, "sim": cfg.to_dict()["sim"], "agent": cfg.to_dict()["agent"],
         "label": cfg.to_dict()["label"], "simulation": _stats(train_eps), "locomo_files": list(cfg.locomo_files),
         "log_files": list(cfg.log_files), "counterfactual_relabelled": relabelled})
-    ds = load_rounds([round_dir(data_root, k) for k in range(r + 1)])
-    X, y, w, groups = to_numpy(ds)
-    dec = decision_groups(ds)
+    data = fit_data(load_rounds([round_dir(data_root, k) for k in range(r + 1)]), source_weights={"sim": cfg.sim_weight})
     if real is not None:  # the real training rows join every fit; their groups and decisions stay apart
-        X, y, w = np.vstack([X, real.X]), np.concatenate([y, real.y]), np.concatenate([w, real.w])
-        groups = np.concatenate([groups, real.groups + int(groups.max()) + 1])
-        dec = np.concatenate([dec, real.decisions + int(dec.max()) + 1])
+        data = FitData.concat([data, real.train])
+    y = data.y
     out = Path(cfg.checkpoints_dir) / f"round_{r:03d}"
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
-    fitted = fit_stage.run(cfg.fit, X, y, w, groups, spec=spec, out_dir=out / "lightning",
-                           rank_groups=dec if cfg.fit.rank_weight > 0 else None)
+    fitted = fit_stage.run(cfg.fit, data, spec=spec, out_dir=out / "lightning")
     shutil.copy(fitted.checkpoint_path, out / "model.ckpt")
     onnx_path = export_onnx(fitted.model, spec, out / "utilitynet.onnx", metadata={
         "round": r, "val_loss": fitted.best_val_loss, "rows": int(len(y)), "git_commit": git_commit()})
@@ -184,7 +180,8 @@ def _add_log_rows(rows: RowBatch, cfg: TrainConfig, emb: Embedder) -> None:
             m = np.flatnonzero(cr.decision == dec)
             rows.add(episode_id=f"log:{cr.conversation_id}", family="logs", decision=int(dec),
                      step=cr.step[m].tolist(), user_id="logs", item_ids=[cr.item_ids[i] for i in m], X=cr.X[m],
-                     y=cr.y[m], w=cr.w[m], tags=[cr.tag[i] for i in m], kept=np.zeros(len(m), bool), source="logs")
+                     y=cr.y[m], w=cr.w[m], tags=[cr.tag[i] for i in m], kept=cr.kept[m], source="logs",
+                     sessions=[cr.session[i] for i in m])
 
 
 def _stats(eps: Sequence[Episode]) -> dict[str, Any]:
@@ -199,20 +196,24 @@ def _success(m: dict[str, Any]) -> float:
 
 
 def validation_score(model: Path, real: RealRows | None) -> dict[str, Any] | None:
-    """ROC AUC of a model's utilities on the real validation rows (``None`` without any)."""
+    """How a model ranks the real validation rows (``None`` without any): ``recall``, the share of
+    the evidence inside each decision group's cut (:func:`train.fit.group_recall`; what selection and
+    promotion compare), and the pointwise ROC ``auc``."""
     if real is None or not real.has_validation:
         return None
+    v = real.val
     try:
-        u = UtilityScorer(model).score_features(real.X_val)
+        u = UtilityScorer(model).score_features(v.X, v.sessions)
     except MemirError as e:  # another feature schema or encoder: it cannot be compared on these rows
-        return {"auc": None, "rows": int(len(real.y_val)), "error": str(e).splitlines()[0]}
-    return {"auc": roc_auc(u, real.y_val > 0.5), "rows": int(len(real.y_val)),
+        return {"recall": None, "auc": None, "rows": int(len(v)), "error": str(e).splitlines()[0]}
+    s = np.log(np.maximum(u, 1e-300))
+    return {"recall": group_recall(s, v.y, v.decisions, v.kept), "auc": roc_auc(s, v.y > 0.5), "rows": int(len(v)),
             "data": "LongMemEval validation questions (rows no fit learns from)"}
 
 
 def _selection(m: dict[str, Any]) -> float:
     v = m.get("validation")
-    return float(v["auc"]) if v and v.get("auc") is not None else _success(m)
+    return float(v["recall"]) if v and v.get("recall") is not None else _success(m)
 
 
 def _research_only(card: Path) -> bool:
@@ -236,7 +237,7 @@ def promote(cfg: TrainConfig, rounds: list[dict[str, Any]], emb: Embedder, leaka
     research = any(s.used and s.name == "locomo" for s in sources)
     cand = rounds[best].get("validation")
     inc = validation_score(dst, real) if dst.is_file() else None
-    c_auc, i_auc = (cand or {}).get("auc"), (inc or {}).get("auc")
+    c_rec, i_rec = (cand or {}).get("recall"), (inc or {}).get("recall")
     inc_research = _research_only(Path(cfg.checkpoints_dir) / "model_card.json")
     if not dst.is_file():
         decision = {"promoted": True, "why": "no model was promoted before"}
@@ -245,15 +246,15 @@ def promote(cfg: TrainConfig, rounds: list[dict[str, Any]], emb: Embedder, leaka
                                              "the shipped default"}
     elif cfg.promote == "always":
         decision = {"promoted": True, "why": "promote: always"}
-    elif c_auc is None:
+    elif c_rec is None:
         decision = {"promoted": False, "why": "no real validation rows to compare on: the promoted model is kept"}
-    elif i_auc is not None and i_auc > c_auc:
-        decision = {"promoted": False, "why": f"the promoted model ranks the validation rows better ({i_auc:.4f} > "
-                                               f"{c_auc:.4f}): kept"}
+    elif i_rec is not None and i_rec > c_rec:
+        decision = {"promoted": False, "why": f"the promoted model keeps more validation evidence ({i_rec:.4f} > "
+                                               f"{c_rec:.4f}): kept"}
     else:
-        decision = {"promoted": True, "why": f"validation AUC {c_auc:.4f} vs the promoted model's "
-                                             f"{'n/a' if i_auc is None else f'{i_auc:.4f}'}"}
-    decision.update({"round": best, "candidate_validation_auc": c_auc, "incumbent_validation_auc": i_auc})
+        decision = {"promoted": True, "why": f"validation recall {c_rec:.4f} vs the promoted model's "
+                                             f"{'n/a (another feature schema)' if i_rec is None else f'{i_rec:.4f}'}"}
+    decision.update({"round": best, "candidate_validation_recall": c_rec, "incumbent_validation_recall": i_rec})
     warn(f"promotion: round {best} {'PROMOTED' if decision['promoted'] else 'not promoted'} — {decision['why']}")
     if not decision["promoted"]:
         return best, dst, decision
@@ -276,7 +277,8 @@ def promote(cfg: TrainConfig, rounds: list[dict[str, Any]], emb: Embedder, leaka
         "metrics": {k: rounds[best][k] for k in ("val_loss", "label_counterfactual_agreement",
                                                  "counterfactual_relabelled")},
         "final_eval": final or rounds[best]["eval"], "leakage": leakage,
-        "rounds": [{"round": m["round"], "validation_auc": (m.get("validation") or {}).get("auc"),
+        "rounds": [{"round": m["round"], "validation_recall": (m.get("validation") or {}).get("recall"),
+                    "validation_auc": (m.get("validation") or {}).get("auc"),
                     "heldout_success": _success(m)} for m in rounds],
         "config": cfg.to_dict(),
     }

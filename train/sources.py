@@ -19,13 +19,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from utilitynet.features import FeatureSpec
 
-from .lme.shipped import SPLIT_TRAIN, SPLIT_VALIDATION, read_shipped
+from .dataset.groups import FitData, session_segments
+from .lme.shipped import SPLIT_TRAIN, SPLIT_VALIDATION, ShippedRows, read_shipped
 
-__all__ = ["RealRows", "Source", "load_lme_rows"]
+__all__ = ["RealRows", "Source", "load_lme_rows", "shipped_fit_data"]
 
 
 
@@ -53,17 +52,19 @@ class Source:
 class RealRows:
     """Precomputed real rows: training rows, and the validation rows selection is made on."""
 
-    X: np.ndarray
-    y: np.ndarray
-    w: np.ndarray
-    groups: np.ndarray
-    decisions: np.ndarray
-    X_val: np.ndarray
-    y_val: np.ndarray
+    train: FitData
+    val: FitData
+    has_vectors: bool = False
 
     @property
     def has_validation(self) -> bool:
-        return len(self.y_val) > 0 and 0 < float(self.y_val.sum()) < len(self.y_val)
+        return len(self.val) > 0 and 0 < float(self.val.y.sum()) < len(self.val)
+
+
+def shipped_fit_data(rows: ShippedRows) -> FitData:
+    """One split of the shipped rows as :class:`~train.dataset.FitData` (question = split group)."""
+    return FitData(rows.X, rows.y, rows.w, rows.question, rows.decision,
+                   session_segments(rows.decision, rows.session), rows.kept)
 
 
 def load_lme_rows(path: str | Path | None, spec: FeatureSpec) -> tuple[RealRows | None, Source]:
@@ -81,7 +82,7 @@ def load_lme_rows(path: str | Path | None, spec: FeatureSpec) -> tuple[RealRows 
               "training questions": man["questions"][SPLIT_TRAIN],
               "validation questions": man["questions"][SPLIT_VALIDATION],
               "source file": man["source"].get("file"), "sha256": man["sha256"]["rows.parquet"][:16]}
-    rows = RealRows(train.X, train.y, train.w, train.question, train.decision, val.X, val.y)
+    rows = RealRows(shipped_fit_data(train), shipped_fit_data(val), train.has_vectors)
     return rows, Source("longmemeval", True, lic, detail)
 
 

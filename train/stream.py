@@ -71,6 +71,8 @@ class StreamDecision:
         ids: the candidates' memory ids, in the order the scorer saw them.
         X: the feature matrix the scorer saw (row-aligned with ``ids``).
         kept: what the decision kept.
+        sessions: each candidate's session id (``None`` = none): its share of its session is computed
+            among the candidates of the same session (:mod:`utilitynet.session`).
     """
 
     trigger: str
@@ -78,6 +80,7 @@ class StreamDecision:
     ids: list[str]
     X: np.ndarray
     kept: np.ndarray
+    sessions: list[str | None] = field(default_factory=list)
 
 
 @dataclass
@@ -86,8 +89,8 @@ class StreamResult:
 
     Attributes:
         kept: memory ids still in working memory at the end, in write order.
-        decisions: the recorded decisions (empty unless ``record=True``); only decisions that
-            dropped something (``n_items > K``) are recorded.
+        decisions: the recorded decisions (empty unless ``record=True``): every decision the
+            scorer was called for, in order.
         n_decisions: decisions taken (recorded or not).
         violations: hard-rule violations over every decision, recomputed from each kept set and
             the rules (:func:`runtime.retention.audit`), independent of the solver's reason codes.
@@ -123,7 +126,7 @@ def stored_texts(turns: Sequence[StreamTurn]) -> list[str]:
 
 
 def stream_conversation(turns: Sequence[StreamTurn], vectors: np.ndarray, scorer: Scorer, embedder: Embedder,
-                        capacity: int, *, user_id: str, record: bool = False,
+                        capacity: int | None, *, user_id: str, record: bool = False, budget_tokens: int | None = None,
                         after: Callable[[Scope, datetime], Any] | None = None) -> StreamResult:
     """Write ``turns`` through the public API under a session-end retention policy of ``capacity``.
 
@@ -132,8 +135,10 @@ def stream_conversation(turns: Sequence[StreamTurn], vectors: np.ndarray, scorer
         vectors: ``(len(turns), d)`` embeddings of :func:`stored_texts` from ``embedder``.
         scorer: the policy under test.
         embedder: the store's encoder.
-        capacity: K, the turns kept after each session.
+        capacity: K, the turns kept after each session (``None``: no count limit; give ``budget_tokens``).
         user_id: the scope's user.
+        budget_tokens: B, the tokens kept after each session (≈ 4 characters a token, as the solver
+            counts them), instead of or besides ``capacity``.
         record: return each decision's features (training rows).
         after: called with the scope and the end time before the store closes (retrieval checks).
 
@@ -142,8 +147,11 @@ def stream_conversation(turns: Sequence[StreamTurn], vectors: np.ndarray, scorer
     """
     if len(vectors) != len(turns):
         raise ValueError(f"vectors has {len(vectors)} rows for {len(turns)} turns")
+    if capacity is None and budget_tokens is None:
+        raise ValueError("stream_conversation needs a capacity or a budget_tokens")
     rec = RecordingScorer(scorer, record)
-    policy = RetentionPolicy(capacity=capacity, scorer=rec, triggers=Triggers(on_session_end=True))
+    policy = RetentionPolicy(capacity=capacity, budget_tokens=budget_tokens, scorer=rec,
+                             triggers=Triggers(on_session_end=True))
     cfg = StoreConfig(log_recalls=False)  # production defaults otherwise
     out = StreamResult(kept=[])
     with MemoryStore.open(":memory:", embedder=embedder, config=cfg) as store:
@@ -156,11 +164,13 @@ def stream_conversation(turns: Sequence[StreamTurn], vectors: np.ndarray, scorer
             made = [d for d in scope.decisions(limit=2 * n + 2) if d.n_items][:n][::-1]
             out.n_decisions += len(made)
             for (recs, X), d in zip(rec.calls[before:], made):
-                out.violations += len(audit(recs, d.kept, DEFAULT_RULES, now=d.at, capacity=capacity))
-                if record and X is not None and d.n_items > capacity:
+                out.violations += len(audit(recs, d.kept, DEFAULT_RULES, now=d.at, capacity=capacity,
+                                            budget_tokens=budget_tokens))
+                if record and X is not None:
                     kept = set(d.kept)
                     ids = [r.id for r in recs]
-                    out.decisions.append(StreamDecision(d.trigger, step, ids, X, np.array([i in kept for i in ids])))
+                    out.decisions.append(StreamDecision(d.trigger, step, ids, X, np.array([i in kept for i in ids]),
+                                                        [r.provenance.session_id for r in recs]))
 
         end = turns[-1].at if turns else datetime.now().astimezone()
         for lo, hi in session_spans(turns):

@@ -173,6 +173,6 @@ def test_copies_of_other_questions_evidence_are_never_negatives() -> None:
     ]
     q = parse_question(item("u1", sessions=sessions, ids=["answer_1", "abc123_1", "sharegpt_x"]))
     assert unlabeled_turns(q) == {f"D2:{i}" for i in range(1, 11)}
-    r = question_rows(q, HashEmbedder(32), RowConfig(capacities=(0.2,), policies=("oracle", "longest_user"), negatives=30))
+    r = question_rows(q, HashEmbedder(32), RowConfig(capacities=(0.2,), policies=("oracle", "longest_user")))
     assert not any(i.startswith("D2:") for i in r.item_ids)
     assert any(i.startswith("D3:") for i in r.item_ids) and r.y[[i == "D1:1" for i in r.item_ids]].min() == 1.0

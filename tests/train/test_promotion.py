@@ -13,6 +13,7 @@ import torch
 from runtime.encoders import HashEmbedder
 from runtime.scoring import UtilityScorer
 from train.config import load_preset
+from train.dataset import FitData
 from train.loop import promote, validation_score
 from train.sources import RealRows, Source
 from utilitynet.export import export_onnx
@@ -36,6 +37,19 @@ def round_dir(ck: Path, r: int, seed: int) -> Path:
     return d
 
 
+def perfect_rows(model_path: Path) -> RealRows:
+    """Validation rows the model at ``model_path`` ranks perfectly: in each decision of 20 rows its top 5
+    are the evidence, and the collecting policy kept 5."""
+    X = np.random.default_rng(0).standard_normal((400, SPEC.n_features)).astype(np.float32)
+    u = UtilityScorer(model_path).score_features(X)
+    dec = np.repeat(np.arange(20), 20)
+    rank = np.argsort(np.argsort(-u.reshape(20, 20), axis=1), axis=1).reshape(-1)
+    y = (rank < 5).astype(np.float32)
+    kept = np.tile(np.arange(20) < 5, 20)
+    val = FitData(X, y, np.ones(400), np.repeat(np.arange(4), 100), dec, np.arange(400), kept)
+    return RealRows(val.take(np.arange(0)), val)
+
+
 def metrics(r: int, real: RealRows, ck: Path) -> dict[str, object]:
     return {"round": r, "rows": 10, "positive_rate": 0.1, "eval": [], "val_loss": 0.5,
             "label_counterfactual_agreement": 0.9, "counterfactual_relabelled": 0,
@@ -46,10 +60,7 @@ def test_a_worse_candidate_never_replaces_a_better_model(tmp_path: Path) -> None
     ck = tmp_path / "ck"
     good = round_dir(ck, 0, seed=1)
     round_dir(ck, 1, seed=2)
-    X = np.random.default_rng(0).standard_normal((400, SPEC.n_features)).astype(np.float32)
-    u = UtilityScorer(good / "utilitynet.onnx").score_features(X)
-    y = (u > np.median(u)).astype(np.float32)  # rows the first model ranks perfectly
-    real = RealRows(X[:0], y[:0], y[:0], y[:0], y[:0], X, y)
+    real = perfect_rows(good / "utilitynet.onnx")
     cfg = load_preset("tiny", checkpoints_dir=str(ck))
     sources = [Source("simulator", True, "generated"), Source("longmemeval", True, "MIT"),
                Source("locomo", False, "CC BY-NC 4.0: research only", reason="not in this preset")]
@@ -67,7 +78,7 @@ def test_a_worse_candidate_never_replaces_a_better_model(tmp_path: Path) -> None
     round_dir(ck, 0, seed=2)
     best, dst, decision = promote(cfg, [metrics(0, real, ck)], EMB, {}, sources, real)
     assert not decision["promoted"] and dst.read_bytes() == good_bytes
-    assert decision["incumbent_validation_auc"] == 1.0 > decision["candidate_validation_auc"]
+    assert decision["incumbent_validation_recall"] == 1.0 > decision["candidate_validation_recall"]
     assert "1.0000 >" in decision["why"]
 
     # promote: always overrides (an explicit choice, recorded)
@@ -79,10 +90,7 @@ def test_a_worse_candidate_never_replaces_a_better_model(tmp_path: Path) -> None
 def test_a_model_fit_on_locomo_never_stays_the_shipped_default(tmp_path: Path) -> None:
     ck = tmp_path / "ck"
     good = round_dir(ck, 0, seed=1)
-    X = np.random.default_rng(0).standard_normal((400, SPEC.n_features)).astype(np.float32)
-    u = UtilityScorer(good / "utilitynet.onnx").score_features(X)
-    y = (u > np.median(u)).astype(np.float32)
-    real = RealRows(X[:0], y[:0], y[:0], y[:0], y[:0], X, y)
+    real = perfect_rows(good / "utilitynet.onnx")
     shutil.copy(good / "utilitynet.onnx", ck / "utilitynet.onnx")  # the incumbent ranks perfectly...
     (ck / "model_card.json").write_text(json.dumps({"config": {"locomo_files": ["locomo-dev.json"]}}))  # ...but NC
     shutil.rmtree(ck / "round_000")

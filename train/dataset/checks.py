@@ -32,7 +32,7 @@ def row_schema(n_features: int) -> pa.Schema:
     return pa.schema([
         ("source", pa.string()), ("episode_id", pa.string()), ("family", pa.string()),
         ("round", pa.int32()), ("decision", pa.int32()), ("step", pa.int32()),
-        ("user_id", pa.string()), ("item_id", pa.string()),
+        ("user_id", pa.string()), ("item_id", pa.string()), ("session", pa.string()),
         ("features", pa.list_(pa.float32(), n_features)),
         ("label", pa.float32()), ("weight", pa.float32()), ("tag", pa.string()), ("kept", pa.bool_()),
     ])

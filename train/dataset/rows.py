@@ -18,6 +18,8 @@ decision      int32                       index of the decision within the episo
 step          int32                       event step of the decision
 user_id       string                      scope the decision was taken in
 item_id       string                      the candidate memory's id
+session       string                      its session id (``""`` = none): the memories of one session in one
+                                          decision compete for its share (:mod:`utilitynet.session`)
 features      fixed_size_list<float32>[F] ``featurize`` output (F = ``FeatureSpec.n_features``)
 label         float32                     soft hindsight target in [0, 1]
 weight        float32                     sample weight > 0
@@ -64,6 +66,7 @@ __all__ = [
     "SOURCES",
     "RowBatch",
     "decision_groups",
+    "fit_data",
     "load_rounds",
     "load_spec",
     "read_manifest",
@@ -75,7 +78,7 @@ __all__ = [
 SOURCES = ("sim", "locomo", "logs")
 ROWS_FILE = "rows.parquet"
 MANIFEST_FILE = "manifest.json"
-_FORMAT = "memir.rows/1"
+_FORMAT = "memir.rows/2"
 # Keys write_round fills in itself; a caller's manifest may not set them (they would lie).
 _RESERVED = frozenset({"format", "created_at", "round", "rows", "file", "sha256", "bytes", "feature_spec",
                        "counts", "episodes", "decisions", "positive_rate", "label_mean", "weight_mean"})
@@ -90,6 +93,7 @@ from .checks import (  # noqa: E402  (schema and value checks of a round)
     validate_table,
     value_counts,
 )
+from .groups import FitData, session_segments  # noqa: E402
 
 
 class RowBatch:
@@ -114,11 +118,12 @@ class RowBatch:
     def add(self, *, episode_id: str, family: str, decision: int, step: int | Sequence[int],
             user_id: str | Sequence[str], item_ids: Sequence[str], X: np.ndarray, y: np.ndarray,
             w: np.ndarray, tags: Sequence[str], kept: np.ndarray | Sequence[bool],
-            source: str = "sim") -> None:
+            source: str = "sim", sessions: Sequence[str | None] | None = None) -> None:
         """Append the rows of one decision (or any block of rows of one episode).
 
         Scalars (``step``, ``user_id``) are broadcast over the ``n = len(X)`` rows; the rest are
-        per row. Shapes are checked here; values (finite, ranges) in :func:`write_round`, once.
+        per row (``sessions``: each row's session id, ``None``/``""`` = none; omitted = none for all).
+        Shapes are checked here; values (finite, ranges) in :func:`write_round`, once.
 
         Raises:
             ValidationError: naming the argument whose shape or vocabulary is wrong.
@@ -137,7 +142,9 @@ class RowBatch:
             "round": np.full(n, self.round_index, dtype=np.int32),
             "decision": np.full(n, int(decision), dtype=np.int32),
             "step": per_row(step, n, "step", np.int32), "user_id": per_row(user_id, n, "user_id", object),
-            "item_id": per_row(list(item_ids), n, "item_ids", object), "features": X,
+            "item_id": per_row(list(item_ids), n, "item_ids", object),
+            "session": per_row([s or "" for s in sessions] if sessions is not None else "", n, "sessions", object),
+            "features": X,
             "label": per_row(y, n, "y", np.float32), "weight": per_row(w, n, "w", np.float32),
             "tag": per_row(list(tags), n, "tags", object), "kept": per_row(kept, n, "kept", bool),
         }
@@ -155,7 +162,7 @@ class RowBatch:
             n = len(d.ids)
             self.add(episode_id=run.episode_id, family=family, decision=k, step=d.step, user_id=d.user_id,
                      item_ids=d.ids, X=d.X, y=labels.y[at:at + n], w=labels.w[at:at + n],
-                     tags=labels.tag[at:at + n], kept=d.kept, source=source)
+                     tags=labels.tag[at:at + n], kept=d.kept, source=source, sessions=d.sessions or None)
             at += n
 
     def to_table(self) -> pa.Table:
@@ -361,6 +368,20 @@ def to_numpy(ds: datasets.Dataset | pa.Table) -> tuple[np.ndarray, np.ndarray, n
     w = np.array(t["weight"].to_numpy(), dtype=np.float32)
     groups = np.asarray(pc.dictionary_encode(t["episode_id"].combine_chunks()).indices, dtype=np.int64)
     return X, y, w, groups
+
+
+def fit_data(ds: datasets.Dataset | pa.Table, *, source_weights: dict[str, float] | None = None) -> FitData:
+    """The rows as a :class:`~train.dataset.FitData`: features, labels, weights and the three groupings
+    (split group = episode, decision group, session segment within it), plus what the policy kept.
+    ``source_weights`` multiplies the weights of the rows of a source (``{"sim": 0.03}``)."""
+    t = _arrow(ds)
+    X, y, w, groups = to_numpy(t)
+    for src, k in (source_weights or {}).items():
+        w = np.where(t["source"].to_numpy(zero_copy_only=False) == src, w * np.float32(k), w).astype(np.float32)
+    dec = decision_groups(t)
+    sessions = t["session"].to_numpy(zero_copy_only=False)
+    kept = np.asarray(t["kept"].to_numpy(zero_copy_only=False), dtype=bool)
+    return FitData(X, y, w, groups, dec, session_segments(dec, sessions), kept)
 
 
 def decision_groups(ds: datasets.Dataset | pa.Table) -> np.ndarray:

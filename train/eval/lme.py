@@ -14,6 +14,7 @@ with, per policy and capacity, evidence recall overall and per question type.
 from __future__ import annotations
 
 import json
+import math
 import os
 import random
 import sys
@@ -27,16 +28,17 @@ import numpy as np
 
 from runtime.encoders import Embedder
 from runtime.errors import MemirError
+from runtime.retention import approx_tokens
 from runtime.scoring import Scorer
 
 from ..lme.protocol import capacity_for, lme_turns
 from ..lme.reader import QUESTION_TYPES, LmeQuestion, iter_lme
-from ..stream import StreamDecision, stored_texts, stream_conversation
+from ..stream import StreamDecision, StreamTurn, stored_texts, stream_conversation
 from .oracle import HindsightOracle
 from .parallel import ordered_map
 
 __all__ = ["LME_CAPACITIES", "LME_POLICIES", "LmeRun", "LmeSummary", "evaluate_lme", "lme_oracle", "lme_table",
-           "replay_question"]
+           "replay_question", "token_budget_for"]
 
 LME_POLICIES = ("utilitynet", "recency", "longest", "longest_user", "memoryos", "generative_agents", "oracle")
 LME_CAPACITIES = (0.05, 0.1, 0.2)
@@ -47,7 +49,9 @@ class LmeRun:
     """One question under one policy and capacity.
 
     Attributes:
-        question_id, question_type, policy, capacity, K, n_turns: the setting.
+        question_id, question_type, policy, capacity, K, n_turns: the setting (``unit = "turns"``: K turns,
+            K = round(capacity × n_turns); ``unit = "tokens"``: K tokens, K = round(capacity × the stream's
+            tokens)).
         kept: turn ids still held at the end, in stream order.
         evidence: the question's ``has_answer`` turn ids; hits: how many of them are kept.
         answerable: counted in recall (not ``_abs``, has evidence).
@@ -68,13 +72,20 @@ class LmeRun:
     violations: int = 0
     decisions: list[StreamDecision] = field(default_factory=list)
     seconds: float = 0.0
+    unit: str = "turns"
+
+    @property
+    def label(self) -> str:
+        """The budget as reported: ``"0.05"`` (a share of the turns) or ``"0.05 tokens"``."""
+        return str(self.capacity) if self.unit == "turns" else f"{self.capacity} tokens"
 
     @property
     def recall(self) -> float | None:
         return self.hits / len(self.evidence) if self.evidence else None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"policy": self.policy, "capacity": self.capacity, "sample_id": self.question_id, "kept": self.kept,
+        return {"policy": self.policy, "capacity": self.capacity, "unit": self.unit, "sample_id": self.question_id,
+                "kept": self.kept,
                 "question_type": self.question_type, "K": self.K, "n_turns": self.n_turns,
                 "n_evidence": len(self.evidence), "hits": self.hits, "recall": self.recall,
                 "answerable": self.answerable, "violations": self.violations, "seconds": round(self.seconds, 3)}
@@ -91,30 +102,47 @@ def question_vectors(q: LmeQuestion, emb: Embedder) -> np.ndarray:
 
 
 def replay_question(q: LmeQuestion, scorer: Scorer, emb: Embedder, p: float, *, record: bool = False,
-                    vectors: np.ndarray | None = None) -> LmeRun:
-    """Stream one question's haystack under ``scorer`` at capacity ``p`` (production path)."""
+                    vectors: np.ndarray | None = None, unit: str = "turns") -> LmeRun:
+    """Stream one question's haystack under ``scorer`` at capacity ``p`` (production path): ``p`` of its
+    turns (``unit="turns"``), or ``p`` of its tokens (``unit="tokens"``: a token budget, the solver
+    counting ≈ 4 characters a token of each stored turn)."""
     t0 = time.perf_counter()
-    K = capacity_for(q, p)
     turns = lme_turns(q)
     vecs = vectors if vectors is not None else question_vectors(q, emb)
-    res = stream_conversation(turns, vecs, scorer, emb, K, user_id="lme", record=record)
+    if unit == "turns":
+        K = capacity_for(q, p)
+        res = stream_conversation(turns, vecs, scorer, emb, K, user_id="lme", record=record)
+    elif unit == "tokens":
+        K = token_budget_for(turns, p)
+        res = stream_conversation(turns, vecs, scorer, emb, None, budget_tokens=K, user_id="lme", record=record)
+    else:
+        raise ValueError(f"unit must be 'turns' or 'tokens', got {unit!r}")
     kept = set(res.kept)
     evidence = list(q.evidence)
     return LmeRun(q.question_id, q.question_type, scorer.name, p, K, len(turns), [t.memory_id for t in turns
                   if t.memory_id in kept], evidence, sum(e in kept for e in evidence), q.answerable,
-                  res.violations, res.decisions, time.perf_counter() - t0)
+                  res.violations, res.decisions, time.perf_counter() - t0, unit)
+
+
+def token_budget_for(turns: Sequence[StreamTurn], p: float) -> int:
+    """``round(p × the stream's tokens)`` (halves up), tokens counted as the solver counts them
+    (:func:`runtime.retention.approx_tokens` of each stored turn)."""
+    if not 0.0 < p <= 1.0:
+        raise ValueError(f"budget fraction p={p} must be in (0, 1]")
+    total = sum(approx_tokens(t) for t in stored_texts(turns) if t)
+    return int(math.floor(p * total + 0.5))
 
 
 @dataclass
 class LmeSummary:
     """Running counts per policy and capacity (evidence pairs kept / total, per question type)."""
 
-    cells: dict[tuple[str, float], dict[str, list[int]]] = field(default_factory=dict)
-    violations: dict[tuple[str, float], int] = field(default_factory=dict)
-    questions: dict[tuple[str, float], int] = field(default_factory=dict)
+    cells: dict[tuple[str, str], dict[str, list[int]]] = field(default_factory=dict)
+    violations: dict[tuple[str, str], int] = field(default_factory=dict)
+    questions: dict[tuple[str, str], int] = field(default_factory=dict)
 
     def add(self, run: LmeRun) -> None:
-        key = (run.policy, run.capacity)
+        key = (run.policy, run.label)
         cell = self.cells.setdefault(key, {t: [0, 0] for t in QUESTION_TYPES})
         self.violations[key] = self.violations.get(key, 0) + run.violations
         if run.answerable:
@@ -126,7 +154,7 @@ class LmeSummary:
         out: dict[str, dict[str, Any]] = {}
         for (pol, cap), cell in self.cells.items():
             hits, total = sum(v[0] for v in cell.values()), sum(v[1] for v in cell.values())
-            out.setdefault(pol, {})[str(cap)] = {
+            out.setdefault(pol, {})[cap] = {
                 "recall": hits / total if total else None, "n_evidence": total,
                 "n_questions": self.questions.get((pol, cap), 0),
                 "by_type": {t: (v[0] / v[1] if v[1] else None) for t, v in cell.items()},
@@ -139,12 +167,12 @@ def lme_table(summary: dict[str, dict[str, Any]]) -> str:
     short = {"single-session-user": "ss-user", "single-session-assistant": "ss-asst",
              "single-session-preference": "ss-pref", "multi-session": "multi", "temporal-reasoning": "temporal",
              "knowledge-update": "update"}
-    head = f"{'policy':<18} {'p':>5} {'recall':>7} " + " ".join(f"{short[t]:>8}" for t in QUESTION_TYPES)
+    head = f"{'policy':<18} {'p':>11} {'recall':>7} " + " ".join(f"{short[t]:>8}" for t in QUESTION_TYPES)
     lines = [head, "-" * len(head)]
     f = (lambda v: f"{v:.3f}" if isinstance(v, (int, float)) else "  -  ")
     for pol, caps in summary.items():
-        for p, cell in sorted(caps.items(), key=lambda kv: float(kv[0])):
-            lines.append(f"{pol:<18} {float(p):>5.2f} {f(cell['recall']):>7} "
+        for p, cell in sorted(caps.items(), key=lambda kv: (" " in kv[0], float(kv[0].split()[0]))):
+            lines.append(f"{pol:<18} {p:>11} {f(cell['recall']):>7} "
                          + " ".join(f"{f(cell['by_type'][t]):>8}" for t in QUESTION_TYPES))
     return "\n".join(lines)
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import sys
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,7 @@ from utilitynet.export import export_onnx
 from utilitynet.features import spec_for
 
 from ..conversation_rows import ConversationRows, RowConfig, stack
+from ..dataset.groups import FitData, session_segments
 from ..embedcache import CachedEmbedder, cached_embedder
 from ..lme.folds import fold_of, groups
 from ..lme.protocol import lme_turns
@@ -47,15 +48,25 @@ def rows_path(rows_dir: Path, qid: str) -> Path:
 def load_rows(path: Path) -> ConversationRows:
     z = np.load(path, allow_pickle=False)
     return ConversationRows(str(z["conversation_id"]), z["X"], z["y"], z["w"], z["tag"].tolist(), z["item_ids"].tolist(),
-                        z["decision"], z["step"])
+                            z["decision"], z["step"], z["session"].tolist(), z["kept"])
 
 
 def _save_rows(path: Path, r: ConversationRows) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp.npz")
     np.savez(tmp, conversation_id=np.array(r.conversation_id), X=r.X, y=r.y, w=r.w, tag=np.array(r.tag, dtype=str),
-             item_ids=np.array(r.item_ids, dtype=str), decision=r.decision, step=r.step)
+             item_ids=np.array(r.item_ids, dtype=str), decision=r.decision, step=r.step,
+             session=np.array(r.session, dtype=str), kept=r.kept)
     tmp.replace(path)
+
+
+def rows_fit_data(rows: Sequence[ConversationRows]) -> FitData:
+    """Per-question rows as one :class:`~train.dataset.FitData` (question = split group)."""
+    parts = [r for r in rows if len(r.y)]
+    block = stack(parts)
+    g = np.concatenate([np.full(len(r.y), n) for n, r in enumerate(parts)])
+    return FitData(block.X, block.y, block.w, g, block.decision, session_segments(block.decision, block.session),
+                   block.kept)
 
 
 def ensure_rows(file: str | Path, emb: CachedEmbedder, rows_dir: Path, cfg: RowConfig = RowConfig(), *,
@@ -78,31 +89,32 @@ def ensure_rows(file: str | Path, emb: CachedEmbedder, rows_dir: Path, cfg: RowC
         bar.close()
 
 
-def sim_rows(preset: str, emb: Any, cache: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def sim_rows(preset: str, emb: Any, cache: Path) -> FitData:
     """A fixed simulated collection (keep-recent, the preset's training episodes), cached."""
-    path = cache / "sim_rows.npz"
+    from ..config import load_preset
+
+    cfg = load_preset(preset)
+    path = cache / f"sim_rows_{preset}_w{cfg.sim_weight:g}.npz"
+    keys = ("X", "y", "w", "groups", "decisions", "sessions", "kept")
     if path.is_file():
         z = np.load(path)
-        return z["X"], z["y"], z["w"], z["g"], z["d"]
+        if all(k in z for k in keys) and z["X"].shape[1] == spec_for(emb.dim, emb.encoder_id).n_features:
+            return FitData(*(z[k] for k in keys))
     from runtime.scoring.baselines import RecencyScorer
 
     from ..agent import run_episode
-    from ..config import load_preset
-    from ..dataset import RowBatch, decision_groups, to_numpy
+    from ..dataset import RowBatch, fit_data
     from ..label import label_decisions
     from ..simulate import generate
 
-    cfg = load_preset(preset)
     rows = RowBatch(spec_for(emb.dim, emb.encoder_id))
     for ep in generate(cfg.sim):
         run = run_episode(ep, RecencyScorer(), emb, cfg.agent, record=True)
         rows.add_run(run, label_decisions(ep, run.decisions, emb, cfg.label), family=ep.family)
-    table = rows.to_table()
-    X, y, w, g = to_numpy(table)
-    d = decision_groups(table)
+    data = fit_data(rows.to_table(), source_weights={"sim": cfg.sim_weight})
     cache.mkdir(parents=True, exist_ok=True)
-    np.savez(path, X=X, y=y, w=w, g=g, d=d)
-    return X, y, w, g, d
+    np.savez(path, **{k: getattr(data, k) for k in keys})
+    return data
 
 
 def _questions(file: str | Path, ids: set[str]) -> Iterator[LmeQuestion]:
@@ -133,30 +145,38 @@ def _bow(file: str | Path, ids: set[str]) -> BowScorer:
 
 
 def run_cv(file: str | Path, *, folds: int = 5, validation_fold: int = 0,
-           capacities: Sequence[float] = (0.05, 0.1, 0.2),
+           capacities: Sequence[float] = (0.05, 0.1, 0.2), budgets: Sequence[float] = (),
            baselines: Sequence[str] = ("recency", "longest", "longest_user", "memoryos", "generative_agents",
                                        "oracle"),
+           variants: Mapping[str, Mapping[str, Any]] | None = None, bow: bool = True,
            preset: str = "default", rows_dir: str | Path = "data/lme_rows", cache: str | Path = "data/cache/embeddings",
-           workers: int = 1, progress: bool = True, time_budget_s: float | None = None) -> dict[str, Any]:
+           workers: int = 1, progress: bool = True, time_budget_s: float | None = None,
+           models_dir: str | Path | None = None) -> dict[str, Any]:
     """Cross-validated evidence recall of the utility model and the bag-of-words baseline, plus the
     baselines that need no fitting, on one LongMemEval file.
 
     Fold ``validation_fold`` is the one ``make train`` selects and promotes on (the shipped rows'
-    validation split): it is never fit on here either, and never reported. For each other fold the
-    model (the preset's fit settings, the preset's sources) and the bag-of-words baseline are fit on
-    the remaining ones. Then every reported question, in file order, is streamed through *every*
-    policy (the learned ones of its own fold), so at any moment the finished questions form a
-    like-for-like table. With ``time_budget_s`` no new question starts after the budget (counted
-    from the first evaluation); the result says how many questions it covers.
-    Returns ``{"folds", "validation_fold", "questions", "summary", "runs"}``.
+    validation split): it is never fit on here either, and never reported. For each other fold every
+    learned variant (``variants``: name → overrides of the preset's fit settings; default one,
+    ``"utilitynet-cv"``, with the preset's own) and the bag-of-words baseline are fit on the remaining
+    folds' rows plus the preset's simulated rows. Then every reported question, in file order, is
+    streamed through *every* policy (the learned ones of its own fold) at every budget: each of
+    ``capacities`` as a share of its turns, each of ``budgets`` as a share of its tokens. At any moment
+    the finished questions form a like-for-like table. With ``time_budget_s`` no new question starts
+    after the budget; the result says how many questions it covers. ``models_dir`` keeps the fold
+    models (``<variant>/fold<k>.onnx``).
+
+    Returns ``{"folds", "validation_fold", "questions", "variants", "fits", "summary", "runs"}``.
     """
     import time
 
     from ..config import load_preset
+    from ..fit import FitConfig
     from ..fit import run as fit_run
 
     if not 0 <= validation_fold < folds:
         raise ValueError(f"validation_fold must be in [0, {folds}), got {validation_fold}")
+    variants = dict(variants) if variants is not None else {"utilitynet-cv": {}}
     emb = cached_embedder("onnx", cache)
     fold = fold_of(groups(iter_lme(file)), folds)
     ids = list(fold)
@@ -169,6 +189,7 @@ def run_cv(file: str | Path, *, folds: int = 5, validation_fold: int = 0,
     runs: list[dict[str, Any]] = []
     reported = [k for k in range(folds) if k != validation_fold]
     made: dict[str, Scorer] = {}
+    fits: dict[str, dict[int, dict[str, Any]]] = {}
 
     def baseline(name: str) -> Any:
         if name == "oracle":
@@ -176,33 +197,35 @@ def run_cv(file: str | Path, *, folds: int = 5, validation_fold: int = 0,
         return lambda q: made.setdefault(name, make_baseline(name))  # type: ignore[arg-type]
 
     with tempfile.TemporaryDirectory(prefix="memir-cv-") as tmp:
-        learned: dict[int, dict[str, Any]] = {}
+        keep_models = Path(models_dir) if models_dir is not None else Path(tmp)
+        learned: dict[int, dict[str, Any]] = {k: {} for k in reported}
         for k in reported:
             train_ids = {i for i in ids if fold[i] not in (k, validation_fold)}
-            parts = [r for r in (load_rows(rows_path(rows_dir, i)) for i in sorted(train_ids)) if len(r.y)]
-            block = stack(parts)
-            X, y, w, d = block.X, block.y, block.w, block.decision
-            g = np.concatenate([np.full(len(r.y), n) for n, r in enumerate(parts)])  # split group = question
-            Xs, ys, ws, gs, ds = sim
-            X, y, w = np.vstack([X, Xs]), np.concatenate([y, ys]), np.concatenate([w, ws])
-            g, d = np.concatenate([g, gs + len(parts)]), np.concatenate([d, ds + int(d.max()) + 1])
-            print(f"fold {k}: fit on {len(train_ids)} questions ({len(block.y)} rows) + {len(ys)} simulated rows",
-                  file=sys.stderr)
-            fitted = fit_run(cfg.fit, X, y, w, g, spec=spec, out_dir=Path(tmp) / f"fold{k}",
-                             rank_groups=d if cfg.fit.rank_weight > 0 else None)
-            model_path = export_onnx(fitted.model, spec, Path(tmp) / f"fold{k}" / "utilitynet.onnx")
-            learned[k] = {"utilitynet-cv": lambda q, m=model_path: _model(m), "bow": (lambda q, b=_bow(file, train_ids): b)}
+            real = rows_fit_data([load_rows(rows_path(rows_dir, i)) for i in sorted(train_ids)])
+            data = FitData.concat([real, sim])
+            for name, overrides in variants.items():
+                fit_cfg = FitConfig.from_dict({**cfg.fit.to_dict(), **dict(overrides)})
+                print(f"fold {k}, {name}: fit on {len(train_ids)} questions ({len(real)} rows) + {len(sim)} simulated "
+                      f"rows", file=sys.stderr)
+                fitted = fit_run(fit_cfg, data, spec=spec, out_dir=Path(tmp) / name / f"fold{k}")
+                model_path = export_onnx(fitted.model, spec, keep_models / name / f"fold{k}.onnx")
+                fits.setdefault(name, {})[k] = {"epochs": fitted.epochs_run, "metrics": fitted.metrics,
+                                                "seconds": fitted.seconds}
+                learned[k][name] = lambda q, m=model_path: _model(m)
+            if bow:
+                learned[k]["bow"] = lambda q, b=_bow(file, train_ids): b
 
         scorers = {name: baseline(name) for name in baselines}
         test_all = [i for i in ids if fold[i] != validation_fold]
         t0 = time.monotonic()
+        grid = [(p, "turns") for p in capacities] + [(p, "tokens") for p in budgets]
 
         def one(q: LmeQuestion) -> list[LmeRun]:
             vecs = question_vectors(q, emb)
             out = []
             for name, make in {**learned[fold[q.question_id]], **scorers}.items():
-                for p in capacities:
-                    run = replay_question(q, make(q), emb, p, vectors=vecs)
+                for p, unit in grid:
+                    run = replay_question(q, make(q), emb, p, vectors=vecs, unit=unit)
                     run.policy = name
                     out.append(run)
             return out
@@ -227,4 +250,5 @@ def run_cv(file: str | Path, *, folds: int = 5, validation_fold: int = 0,
     return {"folds": fold, "validation_fold": validation_fold,
             "questions": {"reported": len(done), "eligible": len(test_all), "complete": len(done) == len(test_all),
                           "ids": done},
+            "variants": {k: dict(v) for k, v in variants.items()}, "fits": fits,
             "summary": summary.to_dict(), "runs": runs}

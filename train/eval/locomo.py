@@ -178,7 +178,7 @@ def loo_locomo(convs: Sequence[Conversation], capacities: Sequence[float], emb: 
     from utilitynet.export import export_onnx
     from utilitynet.features import spec_for
 
-    from ..dataset import RowBatch, decision_groups, load_rounds, to_numpy
+    from ..dataset import FitData, RowBatch, fit_data, load_rounds
     from ..fit import FitConfig
     from ..fit import run as fit_run
     from ..locomo.rows import add_conversation_rows
@@ -196,20 +196,16 @@ def loo_locomo(convs: Sequence[Conversation], capacities: Sequence[float], emb: 
     if bar is not None:
         bar.close()
     table = rows.to_table()
-    X, y, w, g = to_numpy(table)
-    rg = decision_groups(table)
-    if sim_rounds:
-        sim = load_rounds(list(sim_rounds))
-        Xs, ys, ws, gs = to_numpy(sim)
-        X, y, w, g = np.vstack([X, Xs]), np.concatenate([y, ys]), np.concatenate([w, ws]), np.concatenate([g, gs])
-        rg = np.concatenate([rg, decision_groups(sim) + rg.max() + 1])
+    real = fit_data(table)
+    conv_of = np.asarray(table["episode_id"].to_numpy(zero_copy_only=False))
+    sim = fit_data(load_rounds(list(sim_rounds))) if sim_rounds else None
     cfg = FitConfig(**{**LOO_FIT, **(fit_overrides or {})})
     runs: list[ConversationRun] = []
     with tempfile.TemporaryDirectory(dir=work_dir) as tmp:
         for c in convs:
-            train = g != c.sample_id
-            fitted = fit_run(cfg, X[train], y[train], w[train], g[train], spec=spec, out_dir=Path(tmp) / c.sample_id,
-                             rank_groups=rg[train] if cfg.rank_weight > 0 else None)
+            part = real.take(np.flatnonzero(conv_of != c.sample_id))
+            data = FitData.concat([part, sim]) if sim is not None else part
+            fitted = fit_run(cfg, data, spec=spec, out_dir=Path(tmp) / c.sample_id)
             path = export_onnx(fitted.model, spec, Path(tmp) / c.sample_id / "utilitynet.onnx")
             scorer = UtilityScorer(path)
 

@@ -23,6 +23,17 @@ _LME_TYPES = ("single-session-user", "single-session-assistant", "single-session
               "temporal-reasoning", "knowledge-update")
 
 
+def _budget(label: str) -> tuple[str, float]:
+    """A summary key ``"0.05"`` (share of turns) or ``"0.05 tokens"`` (share of tokens) as a sort key."""
+    p, _, unit = str(label).partition(" ")
+    return unit or "turns", float(p)
+
+
+def _p(label: str) -> str:
+    unit, p = _budget(label)
+    return f"{p:.2f}" if unit == "turns" else f"{p:.2f} ({unit})"
+
+
 def markdown(payload: dict[str, Any]) -> str:
     """Markdown summary of an evaluation payload (``eval.json``, or ``lme-cv`` / ``lme`` output)."""
     out = ["# memir evaluation", ""]
@@ -32,8 +43,8 @@ def markdown(payload: dict[str, Any]) -> str:
         out += ["## LongMemEval: evidence recall by question type", "", note, "",
                 "| policy | p | recall | " + " | ".join(_LME_TYPES) + " |", "|---|---|---|" + "---|" * len(_LME_TYPES)]
         for pol, caps in lme.items():
-            for p, cell in sorted(caps.items(), key=lambda kv: float(kv[0])):
-                out.append(f"| {pol} | {float(p):.2f} | {_f(cell['recall'])} | "
+            for p, cell in sorted(caps.items(), key=lambda kv: _budget(kv[0])):
+                out.append(f"| {pol} | {_p(p)} | {_f(cell['recall'])} | "
                            + " | ".join(_f(cell["by_type"].get(t)) for t in _LME_TYPES) + " |")
         out.append("")
     loc = payload.get("locomo")
@@ -77,11 +88,15 @@ def _plots(payload: dict[str, Any], out_dir: Path, stem: str = "lme") -> list[Pa
         panels = [("all questions", None), *[(t, t) for t in _LME_TYPES]]
         for ax, (title, qt) in zip(axes.flat, panels):
             for pol, caps in lme.items():
-                xs = sorted(caps, key=float)
-                ys = [caps[x]["recall"] if qt is None else caps[x]["by_type"].get(qt) for x in xs]
-                ax.plot([float(x) for x in xs], [y if y is not None else float("nan") for y in ys], marker="o",
-                        label=pol, lw=2.5 if pol.startswith("utilitynet") else 1.2)
-            ax.set(title=title, xlabel="capacity p", ylabel="evidence recall", ylim=(0, 1.02))
+                for unit, style in (("turns", "-"), ("tokens", ":")):
+                    xs = sorted((x for x in caps if _budget(x)[0] == unit), key=_budget)
+                    if not xs:
+                        continue
+                    ys = [caps[x]["recall"] if qt is None else caps[x]["by_type"].get(qt) for x in xs]
+                    ax.plot([_budget(x)[1] for x in xs], [y if y is not None else float("nan") for y in ys],
+                            style, marker="o", label=pol if unit == "turns" else f"{pol} (token budget)",
+                            lw=2.5 if pol.startswith("utilitynet") else 1.2)
+            ax.set(title=title, xlabel="capacity p (share of turns; dotted: of tokens)", ylabel="evidence recall", ylim=(0, 1.02))
             ax.grid(alpha=0.3)
         handles, labels = axes.flat[0].get_legend_handles_labels()
         axes.flat[-1].axis("off")

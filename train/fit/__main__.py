@@ -30,8 +30,6 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-import numpy as np
-
 from runtime.errors import MemirError
 
 
@@ -52,7 +50,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from utilitynet.features import spec_for
 
         from ..config import load_preset
-        from ..dataset import decision_groups, load_rounds, load_spec, to_numpy
+        from ..dataset import FitData, fit_data, load_rounds, load_spec
         from ..sources import load_lme_rows
         from .lightning import run
 
@@ -64,17 +62,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         fit = replace(fit, devices=devices, num_nodes=nodes, max_epochs=a.epochs or fit.max_epochs,
                       strategy=a.strategy or ("ddp" if multi and fit.strategy == "auto" else fit.strategy))
         spec = load_spec(a.rounds)
-        ds = load_rounds(a.rounds)
-        X, y, w, g = to_numpy(ds)
-        d = decision_groups(ds)
+        data = fit_data(load_rounds(a.rounds), source_weights={"sim": cfg.sim_weight})
         real, source = (None, None) if a.no_real_rows else load_lme_rows(cfg.lme_rows, spec_for(
             spec.embedding_dim, spec.encoder_id))
         if real is not None:
-            X, y, w = np.vstack([X, real.X]), np.concatenate([y, real.y]), np.concatenate([w, real.w])
-            g = np.concatenate([g, real.groups + int(g.max()) + 1])
-            d = np.concatenate([d, real.decisions + int(d.max()) + 1])
+            data = FitData.concat([data, real.train])
+        y = data.y
         out = Path(a.out)
-        res = run(fit, X, y, w, g, spec=spec, out_dir=out / "lightning", rank_groups=d if fit.rank_weight > 0 else None)
+        res = run(fit, data, spec=spec, out_dir=out / "lightning")
     except MemirError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -1,7 +1,8 @@
 """Data side of the fit: group-wise split, batch sampler, the LightningDataModule, ranking metrics.
 
 Split by episode (a group) so validation never sees a decision from a training episode; input
-normalisation statistics come from the training rows only.
+normalisation statistics come from the training rows only. Batches never cut a decision group (the
+listwise loss ranks within one, and its sessions compete for their share within it).
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ from torch.utils.data import DataLoader, Sampler, TensorDataset
 from runtime.errors import ValidationError
 from utilitynet.model import normalization_stats
 
-__all__ = ["roc_auc", "average_precision", "UtilityDataModule"]
+from ..dataset.groups import FitData
+
+__all__ = ["average_precision", "group_recall", "roc_auc", "UtilityDataModule"]
 
 
 def roc_auc(scores: np.ndarray, positive: np.ndarray) -> float:
@@ -43,12 +46,34 @@ def average_precision(scores: np.ndarray, positive: np.ndarray) -> float:
     return float(np.mean(hits[pos] / (np.flatnonzero(pos) + 1)))
 
 
+def group_recall(scores: np.ndarray, y: np.ndarray, decisions: np.ndarray, kept: np.ndarray) -> float:
+    """Share of the positive label mass ranked in the top *k* of its decision group, over every group
+    with positives; *k* = what the collecting policy kept there, or the number of positives if more
+    (NaN without positives). The retention question itself: does the cut keep what was asked about?"""
+    s, lab = np.asarray(scores, np.float64), np.asarray(y, np.float64)
+    dec, kep = np.asarray(decisions), np.asarray(kept, bool)
+    hit = total = 0.0
+    order = np.lexsort((-s, dec))
+    d, lab_o, kep_o = dec[order], lab[order], kep[order]
+    starts = np.r_[0, np.flatnonzero(d[1:] != d[:-1]) + 1, len(d)]
+    for lo, hi in zip(starts[:-1], starts[1:]):
+        pos = lab_o[lo:hi]
+        mass = float(pos.sum())
+        if mass <= 0:
+            continue
+        k = max(int(kep_o[lo:hi].sum()), int((pos > 0.5).sum()), 1)
+        hit += float(pos[:k].sum())
+        total += mass
+    return hit / total if total else float("nan")
+
+
 # -------------------------------------------------------------------------------------------- data
 class IndexBatches(Sampler[torch.Tensor]):
     """Yields whole batches of row indices (one gather per batch), shuffled per epoch, rank-sharded.
 
     With ``rank_groups``, rows of one decision stay contiguous inside one batch (groups are
-    shuffled, then packed), so the ranking loss sees its pairs; cuts snap to group boundaries.
+    shuffled, then packed; unshuffled, they keep their order), so the ranking loss sees the whole
+    group; cuts snap to group boundaries.
     """
 
     def __init__(self, idx: np.ndarray, batch_size: int, *, shuffle: bool, seed: int,
@@ -64,10 +89,13 @@ class IndexBatches(Sampler[torch.Tensor]):
         idx, n = self.idx, len(self.idx)
         rng = np.random.default_rng([self.seed, self.epoch])
         cuts = np.arange(self.bs, n, self.bs)
-        if self.shuffle and self.rank_groups is not None:
+        if self.rank_groups is not None and n:
             g = self.rank_groups[idx]
-            key = rng.permutation(int(g.max()) + 1)[g]  # a random order of the groups …
-            order = np.lexsort((rng.random(n), key))    # … and of the rows within each group
+            if self.shuffle:
+                key = rng.permutation(int(g.max()) + 1)[g]  # a random order of the groups …
+                order = np.lexsort((rng.random(n), key))    # … and of the rows within each group
+            else:
+                key, order = g, np.argsort(g, kind="stable")
             idx, key = idx[order], key[order]
             starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
             # Snap every nominal cut forward to the next group start, so no group is split.
@@ -104,30 +132,28 @@ class UtilityDataModule(pl.LightningDataModule):
     """Rows in memory as one ``TensorDataset``; train/val are index sets split by group (episode).
 
     Args:
-        X: float32 features ``(n, F)`` (shared with the tensors, not copied, when float32 and writable).
-        y: soft labels in [0, 1]; w: sample weights > 0; groups: split group per row (episode code).
-        rank_groups: decision group per row (:func:`train.dataset.decision_groups`), for the ranking loss.
+        data: the rows (:class:`~train.dataset.FitData`; ``X`` shared with the tensors, not copied, when
+            float32 and writable).
         batch_size, val_frac, seed, num_workers: as in :class:`FitConfig`.
         embedding_dim: width of the trailing embedding block (left unnormalised).
 
     After ``setup()``: ``train_idx``/``val_idx`` (row indices) and ``norm_stats`` (mean, std of
-    the **training** rows only — validation statistics must not leak into the model).
+    the **training** rows only — validation statistics must not leak into the model). Each batch is
+    ``(x, y, w, decision, session, kept)``.
     """
 
-    def __init__(self, X: np.ndarray, y: np.ndarray, w: np.ndarray, groups: np.ndarray, *,
-                 rank_groups: np.ndarray | None = None, batch_size: int = 1024, val_frac: float = 0.2,
-                 seed: int = 0, num_workers: int = 0, embedding_dim: int = 0) -> None:
+    def __init__(self, data: FitData, *, batch_size: int = 1024, val_frac: float = 0.2, seed: int = 0,
+                 num_workers: int = 0, embedding_dim: int = 0) -> None:
         super().__init__()
-        X = np.asarray(X, dtype=np.float32)
-        n = X.shape[0] if X.ndim == 2 else -1
-        for name, a in (("y", y), ("w", w), ("groups", groups), ("rank_groups", rank_groups)):
-            if a is not None and np.shape(a) != (n,):
-                raise ValidationError(f"{name} must have shape ({n},) to match X {X.shape}, "
-                                      f"not {np.shape(a)}", field=name)
+        if not isinstance(data, FitData):
+            raise ValidationError("UtilityDataModule takes a train.dataset.FitData", field="data")
+        X = data.X
         self.X = X if X.flags.writeable else X.copy()  # torch.from_numpy needs a writable buffer
-        self.y, self.w = np.asarray(y, np.float32), np.asarray(w, np.float32)
-        self.groups = np.asarray(groups)
-        self.rank_groups = None if rank_groups is None else np.unique(rank_groups, return_inverse=True)[1]
+        self.y, self.w = data.y, data.w
+        self.groups = data.groups
+        self.rank_groups = np.unique(data.decisions, return_inverse=True)[1].reshape(-1)
+        self.sessions = np.unique(data.sessions, return_inverse=True)[1].reshape(-1)
+        self.kept = data.kept
         self.batch_size, self.val_frac, self.seed = batch_size, val_frac, seed
         self.num_workers, self.embedding_dim = num_workers, embedding_dim
         self.train_idx: np.ndarray | None = None
@@ -141,17 +167,18 @@ class UtilityDataModule(pl.LightningDataModule):
             return
         self.train_idx, self.val_idx = group_split(self.groups, self.val_frac, self.seed)
         self.norm_stats = normalization_stats(self.X[self.train_idx], self.embedding_dim)
-        rg = self.rank_groups if self.rank_groups is not None else np.zeros(len(self.y), np.int64)
         self._data = TensorDataset(torch.from_numpy(self.X), torch.from_numpy(self.y),
                                    torch.from_numpy(self.w),
-                                   torch.from_numpy(np.asarray(rg, np.int64)))
+                                   torch.from_numpy(np.asarray(self.rank_groups, np.int64)),
+                                   torch.from_numpy(np.asarray(self.sessions, np.int64)),
+                                   torch.from_numpy(self.kept))
 
     def _loader(self, idx: np.ndarray, *, train: bool) -> DataLoader:
         assert self._data is not None, "call setup() first"
         t = self.trainer
         rank, world = (t.global_rank, t.world_size) if (t is not None and train) else (0, 1)
         sampler = IndexBatches(idx, self.batch_size, shuffle=train, seed=self.seed,
-                                rank_groups=self.rank_groups if train else None, rank=rank, world=world)
+                               rank_groups=self.rank_groups, rank=rank, world=world)
         # batch_size=None: the sampler already yields whole index batches; TensorDataset gathers them.
         return DataLoader(self._data, sampler=sampler, batch_size=None, num_workers=self.num_workers,
                           persistent_workers=self.num_workers > 0)
@@ -161,6 +188,3 @@ class UtilityDataModule(pl.LightningDataModule):
 
     def val_dataloader(self) -> DataLoader:
         return self._loader(self.val_idx, train=False)  # type: ignore[arg-type]
-
-
-# ------------------------------------------------------------------------------------------- model

@@ -25,19 +25,22 @@ import numpy as np
 
 from utilitynet.features import spec_for
 
+from ..dataset.groups import FitData
 from .lightning import FitConfig, run
 
 __all__ = ["main", "synthetic_rows"]
 
 
-def synthetic_rows(n: int = 6000, seed: int = 0) -> tuple[np.ndarray, ...]:
-    """Rows whose label depends on a few named features (a learnable problem), in 60 groups."""
+def synthetic_rows(n: int = 6000, seed: int = 0) -> FitData:
+    """Rows whose label depends on a few named features (a learnable problem), in 60 split groups of
+    decision groups of 20 rows (4 sessions of 5 each)."""
     spec = spec_for(16, "ddp-check")
     rng = np.random.default_rng(seed)
     X = rng.standard_normal((n, spec.n_features)).astype(np.float32)
     logit = 2.0 * X[:, 0] - 1.5 * X[:, 5] + X[:, 9]
     y = (rng.uniform(size=n) < 1 / (1 + np.exp(-logit))).astype(np.float32)
-    return X, y, np.ones(n, np.float32), np.arange(n) % 60
+    rows = np.arange(n)
+    return FitData(X, y, np.ones(n, np.float32), (rows // 20) % 60, rows // 20, rows // 5, np.zeros(n, bool))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -48,11 +51,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--epochs", type=int, default=30)
     ap.add_argument("--out", required=True, help="JSON result written by rank 0")
     a = ap.parse_args(argv)
-    X, y, w, g = synthetic_rows()
+    data = synthetic_rows()
     cfg = FitConfig(devices=a.devices, strategy=a.strategy, max_epochs=a.epochs, patience=4, batch_size=256,
                     hidden=(16,), embedding_proj=2, deterministic=False)
     with tempfile.TemporaryDirectory(prefix="memir-ddp-") as tmp:
-        res = run(cfg, X, y, w, g, spec=spec_for(16, "ddp-check"), out_dir=Path(tmp) / "fit")
+        res = run(cfg, data, spec=spec_for(16, "ddp-check"), out_dir=Path(tmp) / "fit")
     import torch.distributed as dist
     rank = dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
     if rank == 0:

@@ -1,12 +1,16 @@
-"""Fit the utility MLP on labelled retention rows with Lightning (seed 001 §4.2).
+r"""Fit the utility MLP on labelled retention rows with Lightning (seed 001 §4.2).
 
 :func:`run` takes training matrices (from :func:`train.dataset.to_numpy`), splits them **by
 episode** (a validation row never shares an episode with a training row, so the score measures
 generalisation to unseen trajectories, not memorised neighbours), fits
 :class:`UtilityLitModule` — a thin wrapper around the plain :class:`utilitynet.model.UtilityNet` —
-with weighted BCE on soft hindsight labels (+ an optional pairwise ranking term between items of
-the same decision), early-stops on ``val_loss``, keeps the best checkpoint, logs CSV, and returns
-the best model in eval mode.
+on the log-utility :math:`s = \log σ(c) + w · \text{share}_\text{session}(b)` (:mod:`utilitynet.session`,
+the share computed among the memories of each session in each decision group, as a decision does):
+a **listwise** loss within each decision group (softmax cross-entropy: the positives should take the
+group's mass — retention is a ranking under a cap) plus weighted BCE on the utility ``exp(s)`` against
+the soft hindsight labels (keeps utilities calibrated for rule bonuses); ``objective="pairwise"``
+(RankNet) and ``"pointwise"`` (BCE only) are there for ablations. It early-stops on ``val_loss``,
+keeps the best checkpoint, logs CSV, and returns the best model in eval mode.
 
 Batches are drawn by index (one fancy-indexing gather per batch, no per-row collation), which is
 what makes CPU epochs take seconds: workers would only add IPC, so ``num_workers`` defaults to 0.
@@ -55,13 +59,16 @@ from pytorch_lightning.callbacks import EarlyStopping, ModelCheckpoint
 from pytorch_lightning.loggers import CSVLogger
 
 from runtime.errors import ValidationError
-from utilitynet.features import FeatureSpec
+from utilitynet.features import DYNAMIC_FEATURES, FeatureSpec
 from utilitynet.model import UtilityNet, UtilityNetConfig
 
-from .data import UtilityDataModule, average_precision, roc_auc
+from ..dataset.groups import FitData
+from .data import UtilityDataModule, average_precision, group_recall, roc_auc
 
-__all__ = ["FitConfig", "FitResult", "UtilityDataModule", "UtilityLitModule", "average_precision", "roc_auc",
-           "run"]
+__all__ = ["OBJECTIVES", "FitConfig", "FitResult", "UtilityDataModule", "UtilityLitModule", "average_precision",
+           "group_recall", "roc_auc", "run"]
+
+OBJECTIVES = ("listwise", "pairwise", "pointwise")
 
 _ACCELERATORS = ("cpu", "gpu", "cuda", "mps", "tpu", "auto")
 _PRECISIONS = ("64-true", "32-true", "16-mixed", "bf16-mixed", "16-true", "bf16-true")
@@ -83,8 +90,17 @@ class FitConfig:
         hidden: hidden layer sizes of the MLP (1–3 layers; see ``UtilityNetConfig``).
         dropout: dropout after each hidden layer, in [0, 1).
         embedding_proj: width the sentence embedding is projected to (≥ 0; 0 = not used).
-        rank_weight: weight of the pairwise ranking loss between items of one decision, added to the
-            weighted BCE (≥ 0; 0 disables it and batches are plain shuffles).
+        objective: ``"listwise"`` (softmax cross-entropy within each decision group), ``"pairwise"``
+            (RankNet between items of one decision) or ``"pointwise"`` (BCE only).
+        rank_weight: weight of the ranking term (listwise or pairwise) added to the BCE term (≥ 0).
+        bce_weight: weight of the BCE term on the utility against the soft labels (≥ 0).
+        members: ensemble size of the model (≥ 1; outputs averaged).
+        session_share: let the memories of a session compete for its share (the model's second output,
+            :mod:`utilitynet.session`); ``False`` fixes the session weight at 0 (an ablation).
+        session_weight: the session weight's starting value (learned; ≥ 0).
+        inputs: ``"all"`` named features, or ``"static"``: not those that change after a memory is written
+            (:data:`utilitynet.features.DYNAMIC_FEATURES`): utilities that never drift with age or with
+            what else is held.
         accelerator: Lightning accelerator: "cpu" | "gpu" | "cuda" | "mps" | "tpu" | "auto".
         devices: devices per node (int ≥ 1, a list of ids, or "auto").
         strategy: Lightning strategy ("auto", "ddp", "ddp_spawn", "fsdp", …).
@@ -105,8 +121,14 @@ class FitConfig:
     seed: int = 0
     hidden: tuple[int, ...] = (128, 64)
     dropout: float = 0.1
-    embedding_proj: int = 32
-    rank_weight: float = 0.0
+    embedding_proj: int = 0
+    objective: str = "listwise"
+    rank_weight: float = 1.0
+    bce_weight: float = 0.2
+    members: int = 1
+    session_share: bool = True
+    session_weight: float = 0.5
+    inputs: str = "all"
     accelerator: str = "cpu"
     devices: int | str | tuple[int, ...] = 1
     strategy: str = "auto"
@@ -136,7 +158,16 @@ class FitConfig:
              "1–3 positive sizes")
         need(0 <= self.dropout < 1, "dropout", "in [0, 1)")
         need(self.embedding_proj >= 0, "embedding_proj", ">= 0 (0 = the embedding is not used)")
+        need(self.objective in OBJECTIVES, "objective", f"one of {OBJECTIVES}")
         need(self.rank_weight >= 0 and math.isfinite(self.rank_weight), "rank_weight", "a finite number >= 0")
+        need(self.bce_weight >= 0 and math.isfinite(self.bce_weight), "bce_weight", "a finite number >= 0")
+        need(self.objective == "pointwise" or self.rank_weight + self.bce_weight > 0, "rank_weight",
+             "> 0 or bce_weight > 0 (some loss)")
+        need(self.objective != "pointwise" or self.bce_weight > 0, "bce_weight", "> 0 for the pointwise objective")
+        need(isinstance(self.members, int) and self.members >= 1, "members", "an int >= 1")
+        need(isinstance(self.session_share, bool), "session_share", "true or false")
+        need(0 <= self.session_weight < 1e3, "session_weight", "in [0, 1000)")
+        need(self.inputs in ("all", "static"), "inputs", "'all' or 'static'")
         need(self.accelerator in _ACCELERATORS, "accelerator", f"one of {_ACCELERATORS}")
         need(self.devices == "auto" or (isinstance(self.devices, int) and self.devices >= 1)
              or (isinstance(self.devices, tuple) and len(self.devices) > 0), "devices",
@@ -165,9 +196,54 @@ class FitConfig:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
 
 
-# ----------------------------------------------------------------------------------------- metrics
+# ------------------------------------------------------------------------------------------ losses
+def _dense(codes: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """Codes renumbered 0..k-1 within this batch (the global codes may be large)."""
+    uniq, inv = torch.unique(codes, return_inverse=True)
+    return inv, int(uniq.numel())
+
+
+def segment_log_softmax(v: torch.Tensor, seg: torch.Tensor) -> torch.Tensor:
+    """``v_i − log Σ_{j: seg_j = seg_i} e^{v_j}`` (the torch twin of :func:`utilitynet.session.session_log_share`)."""
+    inv, k = _dense(seg)
+    top = torch.full((k,), -torch.inf, dtype=v.dtype, device=v.device)
+    top = top.scatter_reduce(0, inv, v.detach(), reduce="amax", include_self=True)
+    z = torch.zeros(k, dtype=v.dtype, device=v.device).index_add(0, inv, torch.exp(v - top[inv]))
+    return v - top[inv] - torch.log(z[inv])
+
+
+def log_utility(logit: torch.Tensor, session_logit: torch.Tensor, sessions: torch.Tensor,
+                weight: torch.Tensor) -> torch.Tensor:
+    """``log σ(c) + w · share_session(b)``: what the runtime computes (:func:`utilitynet.session.log_utility`)."""
+    return F.logsigmoid(logit) + weight * segment_log_softmax(session_logit, sessions)
+
+
+def weighted_bce_log(s: torch.Tensor, y: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """Weighted BCE of the utility ``p = exp(s)`` (``s ≤ 0``) against soft labels, from ``s`` directly."""
+    s = s.clamp(max=-1e-6)
+    log1mp = torch.log(-torch.expm1(s))
+    return (-(y * s + (1 - y) * log1mp) * w).sum() / w.sum()
+
+
 def weighted_bce(logits: torch.Tensor, y: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     return (F.binary_cross_entropy_with_logits(logits, y, reduction="none") * w).sum() / w.sum()
+
+
+def listwise_loss(s: torch.Tensor, y: torch.Tensor, w: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+    """Softmax cross-entropy within each decision group: ``−Σ t_i log softmax_g(s)_i / Σ t_i`` with target
+    mass ``t = y·w``, averaged over the groups that hold any (groups without positives add nothing),
+    each weighted by its rows' mean sample weight (so a source given less weight counts for less)."""
+    lsm = segment_log_softmax(s, g)
+    inv, k = _dense(g)
+    t = y * w
+    zeros = torch.zeros(k, dtype=s.dtype, device=s.device)
+    mass = zeros.index_add(0, inv, t)
+    per = zeros.index_add(0, inv, -t * lsm)
+    gw = zeros.index_add(0, inv, w) / zeros.index_add(0, inv, torch.ones_like(w))
+    has = mass > 0
+    if not bool(has.any()):
+        return s.sum() * 0.0  # keeps the graph (and DDP's gradient sync) intact
+    return (gw[has] * per[has] / mass[has]).sum() / gw[has].sum()
 
 
 def pairwise_rank_loss(logits: torch.Tensor, y: torch.Tensor, w: torch.Tensor,
@@ -201,33 +277,50 @@ class UtilityLitModule(pl.LightningModule):
 
     Args:
         model_config: the net's architecture (a ``UtilityNetConfig`` or its ``to_dict()``).
-        lr, weight_decay, rank_weight: as in :class:`FitConfig`.
+        lr, weight_decay, objective, rank_weight, bce_weight, session_share: as in :class:`FitConfig`.
     """
 
     def __init__(self, model_config: UtilityNetConfig | Mapping[str, Any], lr: float = 2e-3,
-                 weight_decay: float = 1e-4, rank_weight: float = 0.0) -> None:
+                 weight_decay: float = 1e-4, objective: str = "listwise", rank_weight: float = 1.0,
+                 bce_weight: float = 0.2, session_share: bool = True) -> None:
         super().__init__()
         cfg = model_config if isinstance(model_config, UtilityNetConfig) else UtilityNetConfig(**model_config)
         self.save_hyperparameters({"model_config": cfg.to_dict(), "lr": lr, "weight_decay": weight_decay,
-                                   "rank_weight": rank_weight})
+                                   "objective": objective, "rank_weight": rank_weight, "bce_weight": bce_weight,
+                                   "session_share": session_share})
         self.net = UtilityNet(cfg)
+        if not session_share:  # the ablation: every memory stands alone, w stays ~0
+            with torch.no_grad():
+                self.net.session_weight_raw.fill_(-30.0)
+            self.net.session_weight_raw.requires_grad_(False)
         self.history: list[dict[str, float]] = []  # one entry per validation epoch
-        self._val: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
+        self._val: list[tuple[torch.Tensor, ...]] = []
         self._t_epoch = 0.0
         self._last_epoch_s = float("nan")
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.net(x)
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.net(x)  # type: ignore[no-any-return]
+
+    def log_utility(self, x: torch.Tensor, sessions: torch.Tensor) -> torch.Tensor:
+        """The log-utility of each row, its session share taken among its session's rows in ``x``."""
+        c, b = self.net(x)
+        return log_utility(c, b, sessions, self.net.session_weight)
+
+    def losses(self, s: torch.Tensor, y: torch.Tensor, w: torch.Tensor,
+               g: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(total, bce, rank)`` for log-utilities ``s`` of rows labelled ``y`` (weights ``w``, groups ``g``)."""
+        h = self.hparams
+        bce = weighted_bce_log(s, y, w)
+        if h["objective"] == "pointwise":
+            return bce, bce, s.sum() * 0.0
+        rank = listwise_loss(s, y, w, g) if h["objective"] == "listwise" else pairwise_rank_loss(s, y, w, g)
+        return h["bce_weight"] * bce + h["rank_weight"] * rank, bce, rank
 
     def training_step(self, batch: tuple[torch.Tensor, ...], batch_idx: int) -> torch.Tensor:
-        x, y, w, g = batch
-        logits = self.net(x)
-        loss = bce = weighted_bce(logits, y, w)
-        if self.hparams["rank_weight"] > 0:
-            rank = pairwise_rank_loss(logits, y, w, g)
-            loss = bce + self.hparams["rank_weight"] * rank
-            self.log("train_rank", rank, on_step=False, on_epoch=True, batch_size=len(y))
+        x, y, w, g, sess, _ = batch
+        loss, bce, rank = self.losses(self.log_utility(x, sess), y, w, g)
         self.log("train_bce", bce, on_step=False, on_epoch=True, batch_size=len(y))
+        self.log("train_rank", rank, on_step=False, on_epoch=True, batch_size=len(y))
         self.log("train_loss", loss, on_step=True, on_epoch=True, prog_bar=True, batch_size=len(y))
         return loss
 
@@ -240,17 +333,19 @@ class UtilityLitModule(pl.LightningModule):
             self._last_epoch_s = time.perf_counter() - self._t_epoch
 
     def validation_step(self, batch: tuple[torch.Tensor, ...], batch_idx: int) -> None:
-        x, y, w, _ = batch
-        self._val.append((self.net(x).detach().float().cpu(), y.cpu(), w.cpu()))
+        x, y, w, g, sess, kept = batch
+        self._val.append((self.log_utility(x, sess).detach().float().cpu(), y.cpu(), w.cpu(), g.cpu(), kept.cpu()))
 
     def on_validation_epoch_end(self) -> None:
         if not self._val:
             return
-        logits, y, w = (torch.cat(t) for t in zip(*self._val))
+        s, y, w, g, kept = (torch.cat(t) for t in zip(*self._val))
         self._val.clear()
-        s, pos = logits.numpy(), y.numpy() > 0.5
-        m = {"val_loss": float(weighted_bce(logits, y, w)), "val_auc": roc_auc(s, pos),
-             "val_ap": average_precision(s, pos)}
+        loss, _, _ = self.losses(s, y, w, g)
+        sn, pos = s.numpy(), y.numpy() > 0.5
+        m = {"val_loss": float(loss), "val_auc": roc_auc(sn, pos), "val_ap": average_precision(sn, pos),
+             "val_recall": group_recall(sn, y.numpy(), g.numpy(), kept.numpy()),
+             "session_weight": float(self.net.session_weight.detach())}
         self.log_dict(m, prog_bar=True, sync_dist=self.trainer.world_size > 1)
         self.log("epoch_seconds", self._last_epoch_s, sync_dist=self.trainer.world_size > 1)
         if not self.trainer.sanity_checking:
@@ -267,7 +362,7 @@ class UtilityLitModule(pl.LightningModule):
 
 # --------------------------------------------------------------------------------------------- run
 def _history_from_csv(path: Path) -> list[dict[str, float]]:
-    keys = ("epoch", "val_loss", "val_auc", "val_ap", "epoch_seconds")
+    keys = ("epoch", "val_loss", "val_auc", "val_ap", "val_recall", "session_weight", "epoch_seconds")
     with path.open() as f:
         return [{k: float(r[k]) if r.get(k) else float("nan") for k in keys}
                 for r in csv.DictReader(f) if r.get("val_loss")]
@@ -314,41 +409,39 @@ class FitResult:
                 "model_config": self.model_config.to_dict(), "history": self.history}
 
 
-def run(cfg: FitConfig, X: np.ndarray, y: np.ndarray, w: np.ndarray, groups: np.ndarray, *, spec: FeatureSpec,
-        out_dir: str | os.PathLike[str], rank_groups: np.ndarray | None = None) -> FitResult:
+def run(cfg: FitConfig, data: FitData, *, spec: FeatureSpec, out_dir: str | os.PathLike[str]) -> FitResult:
     """Split by group, fit with early stopping, and return the best model.
 
     Writes ``out_dir/checkpoints/best.ckpt`` and ``out_dir/logs/{metrics.csv,hparams.yaml}``.
 
     Args:
         cfg: the fit configuration.
-        X, y, w, groups: as returned by :func:`train.dataset.to_numpy`.
+        data: the rows and their groupings (:class:`train.dataset.FitData`: :func:`train.dataset.fit_data`
+            of collected rounds, the shipped real rows, or both joined with ``FitData.concat``).
         spec: the feature spec ``X`` was made with (sets the model's input and embedding widths).
         out_dir: where checkpoints and logs go (created).
-        rank_groups: per-row decision group (:func:`train.dataset.decision_groups`); required when
-            ``cfg.rank_weight > 0``.
 
     Raises:
-        ValidationError: shapes that do not match ``spec``, a single group, or ``rank_weight > 0``
-            without ``rank_groups``.
+        ValidationError: shapes that do not match ``spec``, or a single split group.
     """
-    if np.ndim(X) != 2 or np.shape(X)[1] != spec.n_features:
+    if not isinstance(data, FitData):
+        raise ValidationError("run() takes a train.dataset.FitData (train.dataset.fit_data(rounds))", field="data")
+    if data.X.ndim != 2 or data.X.shape[1] != spec.n_features:
         raise ValidationError(f"X must have shape (n, {spec.n_features}) for feature spec v{spec.version}, "
-                              f"got {np.shape(X)}", field="X")
-    if cfg.rank_weight > 0 and rank_groups is None:
-        raise ValidationError("rank_weight > 0 needs rank_groups (train.dataset.decision_groups(ds))",
-                              field="rank_groups")
+                              f"got {data.X.shape}", field="X")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
-    dm = UtilityDataModule(X, y, w, groups, rank_groups=rank_groups if cfg.rank_weight > 0 else None,
-                           batch_size=cfg.batch_size, val_frac=cfg.val_frac, seed=cfg.seed,
+    dm = UtilityDataModule(data, batch_size=cfg.batch_size, val_frac=cfg.val_frac, seed=cfg.seed,
                            num_workers=cfg.num_workers, embedding_dim=spec.embedding_dim)
     dm.setup("fit")
     assert dm.train_idx is not None and dm.val_idx is not None and dm.norm_stats is not None
     net_cfg = UtilityNetConfig.for_spec(spec, hidden=cfg.hidden, dropout=cfg.dropout,
-                                        embedding_proj=cfg.embedding_proj)
-    lit = UtilityLitModule(net_cfg, lr=cfg.lr, weight_decay=cfg.weight_decay, rank_weight=cfg.rank_weight)
+                                        embedding_proj=cfg.embedding_proj, members=cfg.members,
+                                        session_weight=cfg.session_weight,
+                                        ignore=DYNAMIC_FEATURES if cfg.inputs == "static" else ())
+    lit = UtilityLitModule(net_cfg, lr=cfg.lr, weight_decay=cfg.weight_decay, objective=cfg.objective,
+                           rank_weight=cfg.rank_weight, bce_weight=cfg.bce_weight, session_share=cfg.session_share)
     lit.net.set_normalization(*dm.norm_stats)
 
     ckpt = ModelCheckpoint(dirpath=out / "checkpoints", filename="best", monitor="val_loss", mode="min",

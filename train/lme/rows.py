@@ -8,10 +8,9 @@ update is held too, it is labelled ``superseded`` (half useful: the question may
 A haystack's filler is of two kinds. Sessions from ShareGPT and UltraChat are chat nobody asks about:
 their turns are negatives. The other sessions are simulated user chats built, like the evidence, around
 facts that *other* questions ask about — with their ``has_answer`` marks stripped. Their turns are
-left **unlabeled** (never sampled as negatives): calling a fact that another question asks about
-"useless" would teach a question-agnostic retention model the opposite of what it needs. Measured on
-the validation fold (static ranking of every turn): 0.632 / 0.767 / 0.857 → 0.647 / 0.789 / 0.910 at
-p = 0.05 / 0.10 / 0.20. Session ids only shape the labels; no feature reads them.
+left **unlabeled** (out of every group): calling a fact that another question asks about "useless"
+would teach a question-agnostic retention model the opposite of what it needs. Session ids only shape
+the labels; no feature reads them.
 """
 
 from __future__ import annotations
@@ -30,7 +29,7 @@ __all__ = ["question_rows", "superseded_values", "unlabeled_turns"]
 def question_rows(q: LmeQuestion, emb: Embedder, cfg: RowConfig = RowConfig(), *,
                   vectors: np.ndarray | None = None) -> ConversationRows:
     """The training rows of one question (see :mod:`train.conversation_rows`)."""
-    return conversation_rows(q.question_id, lme_turns(q), set(q.evidence), [q.question], emb, cfg, vectors=vectors,
+    return conversation_rows(q.question_id, lme_turns(q), set(q.evidence), emb, cfg, vectors=vectors,
                              superseded=superseded_values(q), unlabeled=unlabeled_turns(q))
 
 
@@ -39,9 +38,12 @@ _FILLER = ("sharegpt", "ultrachat")
 
 def unlabeled_turns(q: LmeQuestion) -> set[str]:
     """Turns of the haystack's simulated-user sessions that are not this question's evidence sessions
-    (copies of other questions' evidence, labels stripped): their usefulness is unknown."""
+    (copies of other questions' evidence, labels stripped): their usefulness is unknown. A session that
+    holds one of this question's evidence turns is labelled, whatever its id says."""
+    ev = set(q.evidence)
     return {t.turn_id for s in q.sessions
-            if s.session_id not in q.answer_session_ids and not s.session_id.startswith(_FILLER) for t in s.turns}
+            if s.session_id not in q.answer_session_ids and not s.session_id.startswith(_FILLER)
+            and not any(t.turn_id in ev for t in s.turns) for t in s.turns}
 
 
 def superseded_values(q: LmeQuestion) -> dict[str, set[str]]:

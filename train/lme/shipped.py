@@ -3,12 +3,15 @@
 ``make train`` on a fresh clone has no LongMemEval file and cannot spend an hour encoding one, so the
 rows a fit needs are precomputed by ``python -m train.lme.build_rows`` and committed, compactly:
 
-- ``rows.parquet``: one row per (retention decision, memory): question id, fold, split
-  (``lme`` = training, ``lme-validation`` = round selection and promotion, never fit on), decision,
-  write step, turn id, tag (evidence / lookalike / mined / other), label, weight, the named features
-  as float32, and the index of the row's embedding in ``vectors.parquet``;
+- ``rows.parquet``: one row per (decision group, memory) (:mod:`train.conversation_rows`): question id,
+  fold, split (``lme`` = training, ``lme-validation`` = round selection and promotion, never fit on),
+  decision group, write step, turn id, session id, whether the collecting policy kept it, tag
+  (evidence / superseded / other), label, weight, the named features as float16 (they are counts,
+  bits and logs: float16 keeps them to 3 significant digits, which the fit cannot tell apart), and the
+  index of the row's embedding in ``vectors.parquet`` (-1 when the rows were built without them);
 - ``vectors.parquet``: the unit embeddings of the turns those rows read, once per (question, turn),
-  as float16 (half the bytes; the fit sees them widened back to float32);
+  as float16 — only when built with ``--vectors``: the shipped model does not read the embedding
+  (``embedding_proj = 0``), so the shipped rows leave them out and the fit sees zeros there;
 - ``manifest.json``: the encoder id, the feature spec, counts, the LongMemEval file it came from and
   the sha256 of both Parquet files (checked on every load: an edited or truncated file is refused);
 - ``LICENSE``: LongMemEval's MIT notice, which travels with the rows.
@@ -43,7 +46,7 @@ __all__ = ["LME_LICENSE", "SPLIT_TRAIN", "SPLIT_VALIDATION", "ShippedRows", "rea
 
 SPLIT_TRAIN = "lme"
 SPLIT_VALIDATION = "lme-validation"
-FORMAT = "memir-lme-rows/1"
+FORMAT = "memir-lme-rows/2"
 ROWS, VECTORS, MANIFEST, LICENSE = "rows.parquet", "vectors.parquet", "manifest.json", "LICENSE"
 
 LME_LICENSE = """\
@@ -85,6 +88,9 @@ class ShippedRows:
     question: np.ndarray
     decision: np.ndarray
     tag: np.ndarray
+    session: np.ndarray
+    kept: np.ndarray
+    has_vectors: bool
 
 
 def _names_sha(names: Sequence[str]) -> str:
@@ -92,7 +98,7 @@ def _names_sha(names: Sequence[str]) -> str:
 
 
 def write_shipped(rows: Sequence[ConversationRows], folds: dict[str, int], validation_fold: int, spec: FeatureSpec,
-                  out: str | Path, *, source: dict[str, Any]) -> Path:
+                  out: str | Path, *, source: dict[str, Any], want_vectors: bool = False) -> Path:
     """Write the rows of every question (atomically: a sibling temp dir renamed into place).
 
     Args:
@@ -102,15 +108,17 @@ def write_shipped(rows: Sequence[ConversationRows], folds: dict[str, int], valid
         spec: the feature spec (its encoder id and names are recorded and checked on load).
         out: the directory (replaced if it exists).
         source: what the rows came from (file name, sha256, split), recorded in the manifest.
+        want_vectors: also write the embeddings (for fits that read them: ``embedding_proj > 0``).
     """
     m = len(FEATURE_NAMES)
     if spec.n_features != m + spec.embedding_dim:
         raise ValidationError(f"feature spec v{spec.version} has {spec.n_features} features, expected "
                               f"{m} named + {spec.embedding_dim} embedding columns", field="spec")
     cols: dict[str, list[Any]] = {k: [] for k in ("question_id", "fold", "split", "decision", "step", "item_id",
-                                                  "tag", "label", "weight", "vector")}
+                                                  "session", "kept", "tag", "label", "weight", "vector")}
     named: list[np.ndarray] = []
     vectors: list[np.ndarray] = []
+    vectors_on = want_vectors
     for r in rows:
         if len(r.y) == 0:
             continue
@@ -120,6 +128,9 @@ def write_shipped(rows: Sequence[ConversationRows], folds: dict[str, int], valid
         fold = folds[r.conversation_id]
         index: dict[str, int] = {}
         for i, item in enumerate(r.item_ids):
+            if not vectors_on:
+                cols["vector"].append(-1)
+                continue
             if item not in index:
                 index[item] = len(vectors)
                 vectors.append(r.X[i, m:])
@@ -132,22 +143,25 @@ def write_shipped(rows: Sequence[ConversationRows], folds: dict[str, int], valid
         cols["decision"] += r.decision.tolist()
         cols["step"] += r.step.tolist()
         cols["item_id"] += list(r.item_ids)
+        cols["session"] += list(r.session)
+        cols["kept"] += r.kept.tolist()
         cols["tag"] += list(r.tag)
         cols["label"] += r.y.tolist()
         cols["weight"] += r.w.tolist()
     if not named:
         raise ValidationError("no rows to write", field="rows")
-    N = np.vstack(named).astype(np.float32)
-    V = np.vstack(vectors).astype(np.float16)
+    N = np.vstack(named).astype(np.float16)
+    V = np.vstack(vectors).astype(np.float16) if vectors else np.zeros((0, spec.embedding_dim), np.float16)
     if not (np.isfinite(N).all() and np.isfinite(V).all()):
         raise ValidationError("non-finite features: rebuild the rows", field="rows")
     table = pa.table({
         "question_id": pa.array(cols["question_id"], pa.string()), "fold": pa.array(cols["fold"], pa.int8()),
         "split": pa.array(cols["split"], pa.string()), "decision": pa.array(cols["decision"], pa.int32()),
         "step": pa.array(cols["step"], pa.int32()), "item_id": pa.array(cols["item_id"], pa.string()),
+        "session": pa.array(cols["session"], pa.string()), "kept": pa.array(cols["kept"], pa.bool_()),
         "tag": pa.array(cols["tag"], pa.string()), "label": pa.array(cols["label"], pa.float32()),
         "weight": pa.array(cols["weight"], pa.float32()),
-        "named": pa.FixedSizeListArray.from_arrays(pa.array(N.reshape(-1), pa.float32()), m),
+        "named": pa.FixedSizeListArray.from_arrays(pa.array(N.reshape(-1), pa.float16()), m),
         "vector": pa.array(cols["vector"], pa.int32()),
     })
     vtable = pa.table({"vector": pa.FixedSizeListArray.from_arrays(pa.array(V.reshape(-1), pa.float16()),
@@ -219,15 +233,22 @@ def read_shipped(path: str | Path, spec: FeatureSpec) -> tuple[ShippedRows, Ship
     V = V.reshape(-1, spec.embedding_dim).astype(np.float32)
     m = man["named_features"]
     N = t["named"].combine_chunks().flatten().to_numpy(zero_copy_only=False).reshape(-1, m)
-    X = np.hstack([N, V[t["vector"].to_numpy()]]).astype(np.float32)
+    vi = t["vector"].to_numpy()
+    has_vectors = bool(len(V)) and bool((vi >= 0).all())
+    X = np.zeros((len(N), spec.n_features), dtype=np.float32)
+    X[:, :m] = N
+    if has_vectors:
+        X[:, m:] = V[vi]
     qid = t["question_id"].to_numpy(zero_copy_only=False)
     _, qidx = np.unique(qid, return_inverse=True)
     # decision ids are per question: offset them so that no two questions share one
     dec = qidx.astype(np.int64) * (int(t["decision"].to_numpy().max()) + 1) + t["decision"].to_numpy()
     split = t["split"].to_numpy(zero_copy_only=False)
     y, w, tag = t["label"].to_numpy(), t["weight"].to_numpy(), t["tag"].to_numpy(zero_copy_only=False)
+    sess, kept = t["session"].to_numpy(zero_copy_only=False), t["kept"].to_numpy(zero_copy_only=False)
 
     def part(mask: np.ndarray) -> ShippedRows:
-        return ShippedRows(X[mask], y[mask], w[mask], qidx[mask], dec[mask], tag[mask])
+        return ShippedRows(X[mask], y[mask], w[mask], qidx[mask], dec[mask], tag[mask], sess[mask],
+                           np.asarray(kept[mask], bool), has_vectors)
 
     return part(split == SPLIT_TRAIN), part(split == SPLIT_VALIDATION), man

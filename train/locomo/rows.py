@@ -78,7 +78,8 @@ def add_conversation_rows(rows: RowBatch, conv: Conversation, emb: Embedder, *, 
                 rows.add(episode_id=conv.sample_id, family="locomo", decision=n_dec, step=d.step,
                          user_id=f"locomo_{conv.sample_id}", item_ids=d.ids, X=d.X, y=y,
                          w=weight * np.where(c > 0, 1.0 + c, 1.0),
-                         tags=["evidence" if v > 0 else "other" for v in c], kept=d.kept, source="locomo")
+                         tags=["evidence" if v > 0 else "other" for v in c], kept=d.kept, source="locomo",
+                         sessions=d.sessions)
                 n_dec += 1
             runs.append(run)
     return runs

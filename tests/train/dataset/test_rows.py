@@ -193,7 +193,7 @@ def test_rounds_with_different_feature_specs_do_not_mix(tmp_path: Path, rng: np.
 def test_add_run_slices_labels_per_decision(tmp_path: Path, rng: np.random.Generator) -> None:
     decisions = [SimpleNamespace(user_id="u", step=s, ids=[f"m{s}{k}" for k in range(n)],
                                  X=rng.standard_normal((n, F)).astype(np.float32), kept=np.ones(n, bool),
-                                 trigger="every_n")
+                                 trigger="every_n", sessions=[f"sess{s}"] * (n - 1) + [None])
                  for s, n in ((5, 3), (9, 4))]
     run = SimpleNamespace(episode_id="ep7", decisions=decisions)
     labels = SimpleNamespace(y=np.linspace(0, 1, 7, dtype=np.float32), w=np.ones(7, np.float32),
@@ -204,6 +204,7 @@ def test_add_run_slices_labels_per_decision(tmp_path: Path, rng: np.random.Gener
     assert t["decision"].to_pylist() == [0, 0, 0, 1, 1, 1, 1]
     assert t["step"].to_pylist() == [5, 5, 5, 9, 9, 9, 9]
     assert t["item_id"].to_pylist()[3] == "m90" and t["tag"].to_pylist()[3] == "stale"
+    assert t["session"].to_pylist() == ["sess5", "sess5", "", "sess9", "sess9", "sess9", ""]  # "" = no session
     np.testing.assert_array_equal(t["label"].to_numpy(), labels.y)
     with pytest.raises(ValidationError, match="labels cover 6 rows"):
         b.add_run(run, SimpleNamespace(y=labels.y[:6], w=labels.w[:6], tag=labels.tag[:6]),  # type: ignore[arg-type]

@@ -11,8 +11,18 @@ import pytest
 import torch
 
 from runtime.errors import ValidationError
-from train.fit.data import IndexBatches, UtilityDataModule, average_precision, roc_auc
-from train.fit.lightning import FitConfig, FitResult, UtilityLitModule, pairwise_rank_loss, run
+from train.dataset import FitData
+from train.fit.data import IndexBatches, UtilityDataModule, average_precision, group_recall, roc_auc
+from train.fit.lightning import (
+    FitConfig,
+    FitResult,
+    UtilityLitModule,
+    listwise_loss,
+    log_utility,
+    pairwise_rank_loss,
+    run,
+)
+from utilitynet import session as numpy_session
 from utilitynet.features import spec_for
 from utilitynet.model import UtilityNet, normalization_stats
 
@@ -20,8 +30,9 @@ SPEC = spec_for(8, "test-encoder")
 F = SPEC.n_features
 
 
-def _synthetic(seed: int, episodes: int = 40, decisions: int = 4, items: int = 20):  # type: ignore[no-untyped-def]
-    """A separable problem: the soft label is a steep sigmoid of a fixed linear score."""
+def _synthetic(seed: int, episodes: int = 40, decisions: int = 4, items: int = 20) -> FitData:
+    """A separable problem: the soft label is a steep sigmoid of a fixed linear score; each decision
+    holds four sessions of ``items / 4`` rows, and the collecting policy kept a quarter of them."""
     rng = np.random.default_rng(seed)
     n = episodes * decisions * items
     X = rng.standard_normal((n, F)).astype(np.float32)
@@ -29,8 +40,10 @@ def _synthetic(seed: int, episodes: int = 40, decisions: int = 4, items: int = 2
     y = (1 / (1 + np.exp(-6 * (X @ beta) / np.sqrt(F)))).astype(np.float32)
     w = rng.uniform(0.5, 2.0, n).astype(np.float32)
     groups = np.repeat(np.arange(episodes), decisions * items)
-    rank_groups = np.repeat(np.arange(episodes * decisions), items)
-    return X, y, w, groups, rank_groups
+    decision = np.repeat(np.arange(episodes * decisions), items)
+    sessions = np.repeat(np.arange(n // max(items // 4, 1) + 1), max(items // 4, 1))[:n]
+    kept = np.tile(np.arange(items) < items // 4, episodes * decisions)
+    return FitData(X, y, w, groups, decision, sessions, kept)
 
 
 def _bce(p: float, y: np.ndarray, w: np.ndarray) -> float:
@@ -82,9 +95,10 @@ def test_pairwise_rank_loss_matches_brute_force(rng: np.random.Generator) -> Non
 
 # -------------------------------------------------------------------------------------------- data
 def test_group_split_is_disjoint_and_stats_come_from_train_only() -> None:
-    X, y, w, groups, _ = _synthetic(1, episodes=30)
+    data = _synthetic(1, episodes=30)
+    X, y, groups = data.X, data.y, data.groups
     X[groups % 3 == 0] += 5.0  # shift some episodes so train-only and all-row statistics differ
-    dm = UtilityDataModule(X, y, w, groups, val_frac=0.3, seed=4, embedding_dim=SPEC.embedding_dim)
+    dm = UtilityDataModule(data, val_frac=0.3, seed=4, embedding_dim=SPEC.embedding_dim)
     dm.setup("fit")
     tr, va = dm.train_idx, dm.val_idx
     assert tr is not None and va is not None and dm.norm_stats is not None
@@ -93,14 +107,69 @@ def test_group_split_is_disjoint_and_stats_come_from_train_only() -> None:
     mean, _std = dm.norm_stats
     np.testing.assert_allclose(mean, normalization_stats(X[tr], SPEC.embedding_dim)[0])
     assert not np.allclose(mean, normalization_stats(X, SPEC.embedding_dim)[0])
-    other = UtilityDataModule(X, y, w, groups, val_frac=0.3, seed=5, embedding_dim=8)
+    other = UtilityDataModule(data, val_frac=0.3, seed=5, embedding_dim=8)
     other.setup()
     assert set(groups[other.val_idx]) != set(groups[va])  # the seed drives the split
+    one = FitData(X, y, data.w, np.zeros_like(groups), data.decisions, data.sessions, data.kept)
     with pytest.raises(ValidationError, match="at least 2 episode groups"):
-        UtilityDataModule(X, y, w, np.zeros_like(groups)).setup()
+        UtilityDataModule(one).setup()
     with pytest.raises(ValidationError) as ei:
-        UtilityDataModule(X, y[:-1], w, groups)
+        FitData(X, y[:-1], data.w, groups, data.decisions, data.sessions, data.kept)
     assert ei.value.field == "y"
+    with pytest.raises(ValidationError, match="FitData"):
+        UtilityDataModule(X)  # type: ignore[arg-type]
+
+
+def test_concat_keeps_sources_apart_and_take_slices() -> None:
+    a, b = _synthetic(1, episodes=3), _synthetic(2, episodes=2)
+    c = FitData.concat([a, b])
+    assert len(c) == len(a) + len(b)
+    for codes in ("groups", "decisions", "sessions"):
+        head, tail = getattr(c, codes)[:len(a)], getattr(c, codes)[len(a):]
+        assert set(head).isdisjoint(tail), codes
+    part = c.take(np.arange(5, 9))
+    np.testing.assert_array_equal(part.X, c.X[5:9])
+
+
+def test_group_recall_counts_positive_mass_inside_the_kept_count() -> None:
+    dec = np.array([0, 0, 0, 0, 1, 1, 1])
+    y = np.array([1.0, 0, 0, 0, 0, 1, 0])
+    kept = np.array([True, False, False, False, True, True, False])
+    good = np.array([3.0, 2, 1, 0, 0, 5, 1])
+    bad = np.array([0.0, 2, 1, 3, 9, 0, 1])
+    assert group_recall(good, y, dec, kept) == 1.0
+    assert group_recall(bad, y, dec, kept) == 0.0
+    assert group_recall(np.array([0.0, 2, 1, 3, 0, 5, 1]), y, dec, kept) == 0.5
+    assert np.isnan(group_recall(good, np.zeros(7), dec, kept))
+
+
+def test_session_share_matches_the_runtime_numpy_twin(rng: np.random.Generator) -> None:
+    c, b = rng.standard_normal(12), rng.standard_normal(12) * 3
+    ids = ["s1", "s1", "s2", None, "s2", "s2", "s3", None, "s1", "s3", "s4", "s4"]
+    codes = numpy_session.session_codes(ids)
+    want = numpy_session.log_utility(c, b, codes, 0.7)
+    got = log_utility(torch.tensor(c), torch.tensor(b), torch.from_numpy(codes), torch.tensor(0.7))
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-6, atol=1e-7)
+    # a session's shares sum to one; a memory without a session has the whole share of its own
+    share = np.exp(numpy_session.session_log_share(b, codes))
+    for code in np.unique(codes):
+        assert share[codes == code].sum() == pytest.approx(1.0)
+    assert share[3] == share[7] == 1.0
+
+
+def test_listwise_loss_prefers_the_labelled_order(rng: np.random.Generator) -> None:
+    g = torch.tensor([0, 0, 0, 1, 1, 1, 1])
+    y = torch.tensor([1.0, 0, 0, 0, 0, 1, 0])
+    w = torch.ones(7)
+    good = torch.tensor([4.0, 0, 0, 0, 0, 4, 0])
+    assert float(listwise_loss(good, y, w, g)) < float(listwise_loss(-good, y, w, g))
+    # a group without positives adds nothing; group weight = its rows' mean weight
+    assert float(listwise_loss(good, torch.zeros(7), w, g)) == 0.0
+    half = torch.tensor([1.0, 1, 1, 0.25, 0.25, 0.25, 0.25])
+    s = torch.tensor(rng.standard_normal(7), dtype=torch.float32)
+    l0 = float(listwise_loss(s[:3], y[:3], w[:3], g[:3]))
+    l1 = float(listwise_loss(s[3:], y[3:], w[3:], g[3:]))
+    assert float(listwise_loss(s, y, half, g)) == pytest.approx((1.0 * l0 + 0.25 * l1) / 1.25, rel=1e-5)
 
 
 def test_index_batches_cover_each_row_once_keep_groups_whole_and_shard() -> None:
@@ -126,16 +195,18 @@ def test_index_batches_cover_each_row_once_keep_groups_whole_and_shard() -> None
 
 # --------------------------------------------------------------------------------------------- fit
 @pytest.fixture(scope="module")
-def fitted(tmp_path_factory: pytest.TempPathFactory) -> tuple[FitResult, tuple, Path]:  # type: ignore[type-arg]
+def fitted(tmp_path_factory: pytest.TempPathFactory) -> tuple[FitResult, FitData, Path]:
     data = _synthetic(0)
     out = tmp_path_factory.mktemp("fit")
+    # Pointwise and without the session share: the validation loss is then a plain weighted BCE.
     cfg = FitConfig(batch_size=256, lr=3e-3, max_epochs=6, patience=3, seed=7, hidden=(32, 16),
-                    log_every_n_steps=5)
-    return run(cfg, *data[:4], spec=SPEC, out_dir=out), data, out
+                    log_every_n_steps=5, objective="pointwise", bce_weight=1.0, session_share=False)
+    return run(cfg, data, spec=SPEC, out_dir=out), data, out
 
 
 def test_fit_learns_a_separable_problem(fitted) -> None:  # type: ignore[no-untyped-def]
-    res, (_X, y, w, _groups, _), _ = fitted
+    res, data, _ = fitted
+    y, w = data.y, data.w
     hist = [h["val_loss"] for h in res.history]
     assert res.best_val_loss == min(hist) < hist[0]
     # far below the best constant predictor on the same rows
@@ -145,7 +216,8 @@ def test_fit_learns_a_separable_problem(fitted) -> None:  # type: ignore[no-unty
 
 
 def test_fit_result_artifacts_and_best_weights(fitted) -> None:  # type: ignore[no-untyped-def]
-    res, (X, y, _w, _groups, _), out = fitted
+    res, data, out = fitted
+    X, y = data.X, data.y
     assert isinstance(res.model, UtilityNet) and not res.model.training
     assert next(res.model.parameters()).device.type == "cpu"
     assert 1 <= res.epochs_run <= 6 and len(res.history) == res.epochs_run
@@ -162,37 +234,41 @@ def test_fit_result_artifacts_and_best_weights(fitted) -> None:  # type: ignore[
     re = UtilityLitModule.load_from_checkpoint(res.checkpoint_path, map_location="cpu").net.eval()
     xb = torch.from_numpy(X[:7])
     with torch.no_grad():
-        torch.testing.assert_close(re(xb), res.model(xb))
+        for a, b in zip(re(xb), res.model(xb), strict=True):
+            torch.testing.assert_close(a, b)
     assert not torch.are_deterministic_algorithms_enabled()  # the global flag was given back
     assert set(res.summary()) >= {"best_val_loss", "metrics", "epochs_run", "checkpoint_path", "history"}
 
 
-def test_fit_with_ranking_loss(tmp_path: Path) -> None:
-    X, y, w, groups, rank_groups = _synthetic(3, episodes=20)
-    cfg = FitConfig(batch_size=200, lr=3e-3, max_epochs=4, seed=1, hidden=(32,), rank_weight=1.0)
-    with pytest.raises(ValidationError) as ei:
-        run(cfg, X, y, w, groups, spec=SPEC, out_dir=tmp_path)
-    assert ei.value.field == "rank_groups"
-    res = run(cfg, X, y, w, groups, spec=SPEC, out_dir=tmp_path, rank_groups=rank_groups)
-    assert res.metrics["val_auc"] > 0.9
+@pytest.mark.parametrize("objective", ["listwise", "pairwise"])
+def test_fit_with_ranking_objectives_and_the_session_share(tmp_path: Path, objective: str) -> None:
+    data = _synthetic(3, episodes=20)
+    cfg = FitConfig(batch_size=200, lr=3e-3, max_epochs=4, seed=1, hidden=(32,), objective=objective, members=2)
+    res = run(cfg, data, spec=SPEC, out_dir=tmp_path)
+    assert res.metrics["val_auc"] > 0.85 and res.metrics["val_recall"] > 0.6
+    assert len(res.model.members) == 2 and float(res.model.session_weight.detach()) >= 0
     with (res.log_dir / "metrics.csv").open() as f:
-        assert any(r.get("train_rank") for r in csv.DictReader(f))
+        rows = list(csv.DictReader(f))
+    assert any(r.get("train_rank") for r in rows) and any(r.get("session_weight") for r in rows)
 
 
 def test_run_rejects_features_of_another_spec(tmp_path: Path) -> None:
-    X, y, w, groups, _ = _synthetic(0, episodes=4)
+    data = _synthetic(0, episodes=4)
+    narrow = FitData(data.X[:, :-1], data.y, data.w, data.groups, data.decisions, data.sessions, data.kept)
     with pytest.raises(ValidationError) as ei:
-        run(FitConfig(), X[:, :-1], y, w, groups, spec=SPEC, out_dir=tmp_path)
+        run(FitConfig(), narrow, spec=SPEC, out_dir=tmp_path)
     assert ei.value.field == "X"
+    with pytest.raises(ValidationError) as ei:
+        run(FitConfig(), (data.X, data.y), spec=SPEC, out_dir=tmp_path)  # type: ignore[arg-type]
+    assert ei.value.field == "data"
 
 
 def test_same_seed_same_model(tmp_path: Path) -> None:
-    X, y, w, groups, _ = _synthetic(5, episodes=10, decisions=2, items=20)
+    data = _synthetic(5, episodes=10, decisions=2, items=20)
     cfg = FitConfig(batch_size=64, max_epochs=2, seed=3, hidden=(16,))
-    a, b = (run(cfg, X, y, w, groups, spec=SPEC, out_dir=tmp_path / name) for name in ("a", "b"))
+    a, b = (run(cfg, data, spec=SPEC, out_dir=tmp_path / name) for name in ("a", "b"))
     for (k, va), vb in zip(a.model.state_dict().items(), b.model.state_dict().values(), strict=True):
         torch.testing.assert_close(va, vb, rtol=0, atol=0, msg=k)
     assert a.best_val_loss == b.best_val_loss
-    c = run(FitConfig(batch_size=64, max_epochs=2, seed=4, hidden=(16,)), X, y, w, groups, spec=SPEC,
-            out_dir=tmp_path / "c")
+    c = run(FitConfig(batch_size=64, max_epochs=2, seed=4, hidden=(16,)), data, spec=SPEC, out_dir=tmp_path / "c")
     assert c.best_val_loss != a.best_val_loss

@@ -93,6 +93,26 @@ def test_protocol_on_the_production_path(tmp_path: Path) -> None:
     assert "D3:1" in longest_user.kept  # the 20k-character user turn
 
 
+def test_a_token_budget_keeps_what_fits_in_the_tokens_not_a_count_of_turns(tmp_path: Path) -> None:
+    from runtime.retention import approx_tokens
+    from train.eval.lme import token_budget_for
+    from train.stream import stored_texts
+
+    (q,) = list(iter_lme(write(tmp_path / "d.json", [item()])))
+    turns = lme_turns(q)
+    total = sum(approx_tokens(t) for t in stored_texts(turns) if t)  # a blank turn is never stored
+    assert token_budget_for(turns, 1.0) == total and token_budget_for(turns, 0.5) == (total + 1) // 2
+    with pytest.raises(ValueError):
+        token_budget_for(turns, 0.0)
+    run = replay_question(q, LongestUserScorer(), EMB, 0.5, unit="tokens")
+    assert run.unit == "tokens" and run.label == "0.5 tokens" and run.violations == 0
+    kept_tokens = sum(approx_tokens(t) for t, turn in zip(stored_texts(turns), turns, strict=True)
+                      if turn.memory_id in run.kept)
+    assert 0 < kept_tokens <= run.K
+    by_turns = replay_question(q, LongestUserScorer(), EMB, 0.5)
+    assert by_turns.label == "0.5" and by_turns.kept != run.kept  # a long turn costs more than a short one
+
+
 def test_lme_command_writes_the_documented_schema(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     f = write(tmp_path / "d.json.gz", [item("q1"), item("q2", "knowledge-update"), item("q3_abs")], gz=True)
     out = tmp_path / "out.json"

@@ -1,5 +1,5 @@
-"""The shipped LongMemEval rows: a lossless round trip (embeddings to fp16), checksums, and a clear
-refusal of rows built for another encoder or feature schema."""
+"""The shipped LongMemEval rows: a round trip (named features and embeddings to fp16; embeddings only
+when asked for), checksums, and a clear refusal of rows built for another encoder or feature schema."""
 
 from __future__ import annotations
 
@@ -24,20 +24,23 @@ def rows(qid: str, n: int, seed: int) -> ConversationRows:
         X[i, len(FEATURE_NAMES):] = X[items.index(it), len(FEATURE_NAMES):]
     y = (np.arange(n) % 4 == 0).astype(np.float32)
     return ConversationRows(qid, X, y, np.ones(n, np.float32), ["evidence" if v else "other" for v in y], items,
-                            np.arange(n, dtype=np.int32) // 2, np.arange(n, dtype=np.int32))
+                            np.arange(n, dtype=np.int32) // 2, np.arange(n, dtype=np.int32),
+                            [f"s{i % 2}" for i in range(n)], np.arange(n) % 3 == 0)
 
 
 def test_round_trip_split_and_checks(tmp_path: Path) -> None:
     spec = spec_for(D, "enc-a")
     parts = [rows("q1", 6, 0), rows("q2", 5, 1), rows("q3", 4, 2)]
-    out = write_shipped(parts, {"q1": 0, "q2": 1, "q3": 2}, 0, spec, tmp_path / "lme", source={"file": "x"})
+    out = write_shipped(parts, {"q1": 0, "q2": 1, "q3": 2}, 0, spec, tmp_path / "lme", source={"file": "x"},
+                        want_vectors=True)
     assert (out / "LICENSE").read_text().startswith("The rows in this directory are derived from LongMemEval")
     train, val, man = read_shipped(out, spec)
     assert man["rows"] == 15 and man["vectors"] == 9 and man["questions"] == {"lme": 2, "lme-validation": 1}
-    np.testing.assert_allclose(val.X, parts[0].X, atol=2e-3)  # fp16 embeddings: ~1e-3 off
-    assert np.array_equal(val.X[:, :len(FEATURE_NAMES)], parts[0].X[:, :len(FEATURE_NAMES)])
-    np.testing.assert_allclose(train.X, np.vstack([parts[1].X, parts[2].X]), atol=2e-3)
+    assert val.has_vectors and train.has_vectors
+    np.testing.assert_allclose(val.X, parts[0].X, rtol=2e-3, atol=2e-3)  # fp16: 3 significant digits
+    np.testing.assert_allclose(train.X, np.vstack([parts[1].X, parts[2].X]), rtol=2e-3, atol=2e-3)
     assert train.y.tolist() == parts[1].y.tolist() + parts[2].y.tolist()
+    assert val.session.tolist() == parts[0].session and val.kept.tolist() == parts[0].kept.tolist()
     assert len(set(train.decision[:5]) & set(train.decision[5:])) == 0  # decisions never shared across questions
     with pytest.raises(ValidationError, match="encoder"):
         read_shipped(out, spec_for(D, "enc-b"))
@@ -46,3 +49,14 @@ def test_round_trip_split_and_checks(tmp_path: Path) -> None:
         f.write(b"\x00\x01\x02")
     with pytest.raises(ValidationError, match="sha256"):
         read_shipped(out, spec)
+
+
+def test_rows_without_vectors_read_back_with_zero_embeddings(tmp_path: Path) -> None:
+    spec = spec_for(D, "enc-a")
+    parts = [rows("q1", 6, 0), rows("q2", 5, 1)]
+    out = write_shipped(parts, {"q1": 0, "q2": 1}, 0, spec, tmp_path / "lme", source={"file": "x"})
+    train, val, man = read_shipped(out, spec)
+    assert man["vectors"] == 0 and not train.has_vectors
+    m = len(FEATURE_NAMES)
+    np.testing.assert_allclose(train.X[:, :m], parts[1].X[:, :m], rtol=2e-3, atol=2e-3)
+    assert not train.X[:, m:].any()

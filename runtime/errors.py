@@ -26,6 +26,7 @@ __all__ = [
     "SolverError",
     "MissingDependencyError",
     "WorkerError",
+    "check_text",
 ]
 
 
@@ -63,6 +64,19 @@ class ValidationError(MemirError, ValueError):
         """One error for every ``(field, message)`` problem collected while checking ``what``."""
         text = "; ".join(f"{f}: {m}" for f, m in problems)
         return cls(f"invalid {what} — {text}", field=problems[0][0] if problems else None, problems=problems)
+
+
+def check_text(value: str, field: str, *, where: str = "") -> str:
+    """``value`` if it can be stored and embedded as UTF-8, else a :class:`ValidationError` naming
+    ``field`` and the position of the first character that cannot (a lone surrogate such as
+    ``"\\ud800"``, which JSON decoders and ``surrogateescape`` produce from broken input)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise ValidationError(f"{where}{field} holds a character that is not valid Unicode text "
+                              f"({value[e.start]!r} at position {e.start}, a lone surrogate): decode the "
+                              "input as UTF-8 with errors='replace', or drop the character", field=field) from None
+    return value
 
 
 class ContentTooLargeError(ValidationError):

@@ -37,7 +37,7 @@ import onnxruntime as ort
 import pydantic
 from tokenizers import Encoding, Tokenizer
 
-from ..errors import EncoderIntegrityError, EncoderUnavailableError, ValidationError
+from ..errors import EncoderIntegrityError, EncoderUnavailableError, ValidationError, check_text
 from ..install import pip_extra
 from ..integrity import file_sha256 as _sha256
 from .base import l2_normalize
@@ -284,6 +284,8 @@ class OnnxEncoder:
         if bad is not None:
             raise ValidationError(f"texts[{bad}] is {type(texts[bad]).__name__}, expected str",
                                   field=f"texts[{bad}]")
+        for i, t in enumerate(texts):
+            check_text(t, f"texts[{i}]")
         if batch_size < 1:
             raise ValidationError(f"batch_size must be >= 1, got {batch_size}", field="batch_size")
         out = np.empty((len(texts), self.dim), dtype=np.float32)

@@ -36,7 +36,7 @@ from typing import Any, Literal
 from pydantic import TypeAdapter
 from pydantic import ValidationError as PydanticValidationError
 
-from ..errors import ContentTooLargeError, ValidationError
+from ..errors import ContentTooLargeError, ValidationError, check_text
 from .fields import FIELD_GROUPS, check_field_names
 from .memir import DialogRole, Flag, MemIR, Sensitivity, SourceType, UTCDateTime, new_id, utcnow
 from .redaction import Finding, RedactionKind, Redactor
@@ -236,9 +236,11 @@ class RecordBuilder:
             raise ValidationError(f"{where}content must be a non-empty string", field="content")
         if "\x00" in content:
             raise ValidationError(f"{where}content must not contain NUL characters", field="content")
+        check_text(content, "content", where=where)
         check_field_names(fields, where=where)
         f = dict(fields)
         _check_shapes(f, where)
+        _check_texts(f, where)
         text, findings = self._redact_all(content, f)
         text = self._fit_length(text, f, where)
         merged = _merge(findings)
@@ -333,6 +335,7 @@ class RecordBuilder:
         tags = list(f.get("tags") or [])
         slots += [("tags", i) for i, t in enumerate(tags) if isinstance(t, str)]
         attrs = list(dict(f.get("attributes") or {}).items())
+        pre_findings = self._redact_values_alone(attrs)
         labels: dict[int, str] = {}
         for i, (k, v) in enumerate(attrs):
             if isinstance(k, str):
@@ -381,7 +384,29 @@ class RecordBuilder:
             f["tags"] = tags
         if "attributes" in f and f["attributes"] is not None:
             f["attributes"] = dict(attrs)
-        return out[0], findings
+        return out[0], pre_findings + findings
+
+    def _redact_values_alone(self, attrs: list[tuple[Any, Any]]) -> list[Finding]:
+        """Redact each text attribute value on its own first (in place), before the pass that reads it
+        after its key as a label (``pw: …``). A value that carries its own label (``"password: hunter2"``)
+        would otherwise have that label taken as the key's value (``pw: password``) and the secret after
+        it kept."""
+        assert self._redactor is not None
+        at = [i for i, (_, v) in enumerate(attrs) if isinstance(v, str) and v.strip()]
+        if not at:
+            return []
+        texts = [attrs[i][1] for i in at]
+        joined = None
+        if len(texts) > 1 and not any(_SEP.strip() in t for t in texts):
+            r = self._redactor.redact(_SEP.join(texts))
+            parts = r.text.split(_SEP)
+            joined = (parts, list(r.findings)) if len(parts) == len(texts) else None
+        if joined is None:
+            rs = [self._redactor.redact(t) for t in texts]
+            joined = ([r.text for r in rs], [x for r in rs for x in r.findings])
+        for i, new in zip(at, joined[0]):
+            attrs[i] = (attrs[i][0], new)
+        return joined[1]
 
     def _fit_length(self, text: str, f: dict[str, Any], where: str) -> str:
         limit = self.config.max_content_chars
@@ -423,6 +448,21 @@ _TIME_FIELDS = ("created_at", "timestamp", "expires_at")
 _STR_FIELDS = ("id", "session_id", "task_id", "source_entity", "source_uri", "trigger", "active_role", "sub_role",
                "tone", "supersedes")
 _TIME: TypeAdapter[datetime] = TypeAdapter(UTCDateTime)
+
+
+def _check_texts(value: Any, where: str, path: str = "") -> None:
+    """Every string in the fields (keys too, at any depth) must be storable UTF-8."""
+    if isinstance(value, str):
+        check_text(value, path or "value", where=where)
+    elif isinstance(value, Mapping):
+        for k, v in value.items():
+            at = f"{path}.{k}" if path else str(k)
+            if isinstance(k, str):
+                check_text(k, f"{at} (a key)", where=where)
+            _check_texts(v, where, at)
+    elif isinstance(value, (list, tuple, set, frozenset)):
+        for i, v in enumerate(value):
+            _check_texts(v, where, f"{path}.{i}")
 
 
 def _check_shapes(f: dict[str, Any], where: str) -> None:

@@ -203,7 +203,19 @@ class Metadata(_Model):
         for k, x in v.items():
             if isinstance(x, float) and not math.isfinite(x):
                 raise ValueError(f"attributes[{k!r}] must be a finite number, got {x}")
+            _utf8(k, "an attribute name")
+            for part in (x if isinstance(x, (list, tuple)) else (x,)):
+                if isinstance(part, str):
+                    _utf8(part, f"attributes[{k!r}]")
         return v
+
+
+def _utf8(v: str, what: str) -> None:
+    try:
+        v.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise ValueError(f"{what} holds a lone surrogate ({v[e.start]!r} at position {e.start}), which is not "
+                         "valid Unicode text: decode the input with errors='replace'") from None
 
 
 class Usage(_Model):
@@ -248,6 +260,7 @@ class MemIR(_Model):
             raise ValueError("content must contain non-whitespace text")
         if "\x00" in v:
             raise ValueError("content must not contain NUL characters")
+        _utf8(v, "content")
         return v
 
     @model_validator(mode="after")

@@ -462,19 +462,34 @@ def load_rules(source: str | Path | dict[str, Any]) -> RuleSet:
         raise ValidationError.from_pydantic(e, what="rules") from e
 
 
+def _is_file(p: Path) -> bool:
+    """``p.is_file()``, False for what cannot be a path at all (too long a name, a NUL byte)."""
+    try:
+        return p.is_file()
+    except (OSError, ValueError):
+        return False
+
+
+def _is_dir(p: Path) -> bool:
+    try:
+        return p.is_dir()
+    except (OSError, ValueError):
+        return False
+
+
 def _rules_text(source: str | Path) -> str:
     """A path is read (and must exist and be a file); a string with a newline or a ``:`` is YAML
     text; anything else is taken as a path the caller misspelt, and refused by name."""
     if isinstance(source, Path) or ("\n" not in str(source) and ":" not in str(source)):
         p = Path(source)
-        if not p.is_file():
-            what = "is a directory" if p.is_dir() else "does not exist"
-            raise ValidationError(f"rules file {str(p)!r} {what}: pass the path of a YAML rules file "
+        if not _is_file(p):
+            what = "is a directory" if _is_dir(p) else "does not exist"
+            raise ValidationError(f"rules file {str(p)[:80]!r} {what}: pass the path of a YAML rules file "
                                   "(or YAML text)", field="rules")
         try:
             return p.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as e:
             raise ValidationError(f"cannot read rules file {str(p)!r}: {e}", field="rules") from e
-    if Path(str(source)).is_file():  # a path that contains ':' (Windows drive letters, odd names)
+    if _is_file(Path(str(source))):  # a path that contains ':' (Windows drive letters, odd names)
         return Path(str(source)).read_text(encoding="utf-8")
     return str(source)

@@ -45,7 +45,7 @@ from ..annotate.assembler import Assembly
 from ..annotate.consolidate import session_features, session_turns
 from ..annotate.enrich import Judgement
 from ..encoders.base import check_vector
-from ..errors import NotFoundError, ValidationError
+from ..errors import NotFoundError, ValidationError, check_text
 from ..record.builder import flatten
 from ..record.fields import WriteFields
 from ..record.memir import ID_PATTERN, Flag, MemIR, RoleContext, utcnow
@@ -659,6 +659,7 @@ class Scope:
         if isinstance(query, str):
             if not query.strip():
                 raise ValidationError("query must be non-empty text or a vector", field="query")
+            check_text(query, "query")
             q = np.asarray(store.embedder.encode([query])[0], dtype=np.float32)
         else:
             q = check_vector(query, store.embedder)

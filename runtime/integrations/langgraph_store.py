@@ -55,8 +55,12 @@ LangGraph                  memir
 ``search(filter=...)``     applied to the values: equality, nested dicts, ``$eq $ne $gt $gte $lt
                            $lte`` (as ``InMemoryStore``; a comparison of a missing field or of a
                            number with a string is false rather than an error).
-prefix ``(user,)``         every agent of that user; prefix ``()``: every user (the scopes come
-                           from ``MemoryStore.admin_users``; a prefix never reaches another user).
+prefix ``(user,)``         every agent of that user. Prefix ``()`` (or a ``list_namespaces`` whose
+                           prefix does not fix the user) would read every user: refused with a
+                           :class:`~runtime.errors.ValidationError` unless the store was made with
+                           ``cross_user=True`` (an operator's switch; the scopes then come from
+                           ``MemoryStore.admin_users``, and each result's ``namespace[0]`` says
+                           whose it is). A prefix that names a user never reaches another.
 ``list_namespaces``        the namespaces of the items, with prefix/suffix (``*`` wildcards),
                            ``max_depth``, ``limit``, ``offset`` as ``InMemoryStore`` (read from the
                            records under the prefix's tag: it costs one pass over them).
@@ -231,6 +235,10 @@ class MemirStore(BaseStore):
             ``confidence``…; not the ones the mapping owns: id, tags, attributes, expires_at,
             supersedes, created_at).
         clock: the current time (UTC-aware); tests pass a fixed one.
+        cross_user: allow reads that are not scoped to one user (``search(())``, ``list_namespaces()``
+            without a user prefix). Off by default: memir's isolation invariant holds through this
+            adapter unless an operator turns it off explicitly; each result's ``namespace[0]`` names
+            the user it belongs to.
 
     Raises:
         ValidationError: a bad argument, naming it.
@@ -240,7 +248,8 @@ class MemirStore(BaseStore):
 
     def __init__(self, store: MemoryStore, *, policy: RetentionPolicy | None = None, ttl: TTLConfig | None = None,
                  index: IndexConfig | None = None, agent_id_default: str = "default",
-                 fields: WriteFields | None = None, clock: Callable[[], datetime] | None = None) -> None:
+                 fields: WriteFields | None = None, clock: Callable[[], datetime] | None = None,
+                 cross_user: bool = False) -> None:
         if not isinstance(store, MemoryStore):
             raise ValidationError("store must be a MemoryStore (MemoryStore.open(path))", field="store")
         if policy is not None and not isinstance(policy, RetentionPolicy):
@@ -248,8 +257,11 @@ class MemirStore(BaseStore):
         if not isinstance(agent_id_default, str) or not _is_id(agent_id_default):
             raise ValidationError(f"agent_id_default={agent_id_default!r} is not a memir id (letters, digits and "
                                   "_ . : @ -, 1–128 characters)", field="agent_id_default")
+        if not isinstance(cross_user, bool):
+            raise ValidationError(f"cross_user must be True or False, got {cross_user!r}", field="cross_user")
         self._store = store
         self._owns = False
+        self.cross_user = cross_user
         self.policy = policy
         self.agent_id_default = agent_id_default
         self.ttl_config = _check_ttl(ttl)
@@ -645,10 +657,17 @@ class MemirStore(BaseStore):
                 gone.update(report.deleted, report.redacted)
         return None
 
-    def _scopes_under(self, prefix: Sequence[str]) -> _Plan[list[Scope]]:
-        """The scopes a prefix reaches (from the admin list when it names no agent)."""
+    def _scopes_under(self, prefix: Sequence[str], *, op: str = "search", every_user: bool = False
+                      ) -> _Plan[list[Scope]]:
+        """The scopes a prefix reaches (from the admin list when it names no agent). A prefix that names
+        no user is refused unless ``cross_user`` (or ``every_user``: the store's own TTL sweep)."""
         if len(prefix) >= 2:
             return [self._scope(prefix[0], prefix[1])]
+        if not prefix and not (self.cross_user or every_user):
+            raise ValidationError(
+                f"{op} without a user in the namespace prefix would read every user's memories: name the user "
+                f"(namespace_prefix=('alice',) or ('alice', 'agent', ...)); an operator who needs every user makes "
+                f"the store with MemirStore(..., cross_user=True)", field="namespace_prefix")
         users: list[tuple[str, str, int]] = yield _Call(self._store, "admin_users", has_async=False)
         return [self._scope(u, a) for u, a, _ in users if not prefix or u == prefix[0]]
 
@@ -707,7 +726,7 @@ class MemirStore(BaseStore):
                 lead = fixed if len(fixed) > len(lead) else lead
         if any(not _is_id(x) for x in lead[:2]):
             return []
-        scopes = yield from self._scopes_under(lead)
+        scopes = yield from self._scopes_under(lead, op="list_namespaces")
         tag = self._prefix_tag(lead)
         lists: list[list[MemIR]] = yield tuple(_call(s, "list", tags=[tag], now=now) for s in scopes)
         found = {ns for rs in lists for r in rs if (ns := self._namespace_of(r)) is not None}
@@ -716,7 +735,7 @@ class MemirStore(BaseStore):
         return out[offset:offset + limit]
 
     def _sweep(self, now: datetime) -> _Plan[int]:
-        scopes = yield from self._scopes_under(())
+        scopes = yield from self._scopes_under((), every_user=True)
         n = 0
         for s in scopes:
             recs: list[MemIR] = yield _call(s, "list", tags=[TAG_ALL], tier="any", include_expired=True, now=now)

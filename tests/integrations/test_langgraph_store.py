@@ -47,10 +47,11 @@ ODD_KEYS = ["a b/ç?", "ünï:cödé #1", "", "key with \"quotes\" and {braces}"
 
 # ---------------------------------------------------------------------------------- helpers
 def _pair(store: MemoryStore, embedder: HashEmbedder) -> tuple[InMemoryStore, MemirStore]:
-    """The two stores, indexing the same text (``value["content"]``) with the same encoder."""
+    """The two stores, indexing the same text (``value["content"]``) with the same encoder. The contract
+    includes reads across users (``list_namespaces()``), which memir allows only behind its admin switch."""
     ref = InMemoryStore(index={"dims": embedder.dim, "embed": lambda texts: embedder.encode(list(texts)).tolist(),
                                "fields": ["content"]})
-    return ref, MemirStore(store)
+    return ref, MemirStore(store, cross_user=True)
 
 
 def _obs(result: Any, *, as_set: bool = False) -> Any:
@@ -367,7 +368,7 @@ def test_ttl_config_is_checked(store: MemoryStore) -> None:
 ])
 def test_bad_input_is_a_typed_error_naming_the_field(store: MemoryStore, call: Callable[[BaseStore], Any],
                                                        field: str) -> None:
-    ms = MemirStore(store)
+    ms = MemirStore(store, cross_user=True)
     with pytest.raises(ValidationError) as e:
         call(ms)
     assert e.value.field == field
@@ -501,6 +502,25 @@ def test_graph_two_threads_of_one_user_and_another_user(store: MemoryStore) -> N
 
 
 # ---------------------------------------------------------------------------------- 4. isolation
+def test_reads_that_name_no_user_are_refused_unless_the_admin_switch_is_on(store: MemoryStore) -> None:
+    ms = MemirStore(store)
+    _seed(ms)
+    for call in (lambda: ms.search((), query="aisle seats"), lambda: ms.search(()), lambda: ms.list_namespaces(),
+                 lambda: ms.list_namespaces(suffix=("memories",)), lambda: ms.list_namespaces(prefix=("*", "assistant")),
+                 lambda: ms.batch([SearchOp((), query="tea")]),
+                 lambda: asyncio.run(ms.asearch((), query="tea")), lambda: asyncio.run(ms.alist_namespaces()),
+                 lambda: asyncio.run(ms.abatch([ListNamespacesOp(match_conditions=None)]))):
+        with pytest.raises(ValidationError, match="cross_user=True") as e:
+            call()
+        assert e.value.field == "namespace_prefix"
+    admin = MemirStore(store, cross_user=True)
+    hits = admin.search((), query="aisle seats", limit=100)
+    assert {i.namespace[0] for i in hits} == {"alice", "bob"}  # each result says whose it is
+    assert {ns[0] for ns in admin.list_namespaces()} == {"alice", "bob"}
+    with pytest.raises(ValidationError, match="cross_user"):
+        MemirStore(store, cross_user="yes")  # type: ignore[arg-type]
+
+
 def test_users_are_isolated(store: MemoryStore) -> None:
     ms = MemirStore(store)
     _seed(ms)
@@ -515,9 +535,9 @@ def test_users_are_isolated(store: MemoryStore) -> None:
     assert all(n[0] == "alice" for n in ms.list_namespaces(prefix=("alice",)))
     assert ("alice", "bob") in ms.list_namespaces(prefix=("alice",))
     # memories written through memir directly, in the same scope, are not LangGraph items
-    before = ms.list_namespaces()
+    before = ms.list_namespaces(prefix=("alice",))
     ms.scope(NS).write("a plain memir memory about green tea", tags=["ns:/memories"])
-    assert ms.list_namespaces() == before
+    assert ms.list_namespaces(prefix=("alice",)) == before
     for prefix in (("alice",), NS):
         assert "a plain memir memory about green tea" not in [
             i.value.get("content") for i in ms.search(prefix, query="a plain memir memory about green tea")]

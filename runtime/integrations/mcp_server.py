@@ -35,6 +35,7 @@ This module needs the ``mcp`` package (``pip install 'memir-runtime[integrations
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import logging
 import re
@@ -142,17 +143,26 @@ def load_tokens(path: str | Path) -> dict[str, Tenant]:
 
 class TokenTable:
     """The MCP SDK's ``TokenVerifier`` over a tokens table: a known bearer token becomes an
-    ``AccessToken`` whose claims carry its tenant. Tokens are compared by SHA-256 digest."""
+    ``AccessToken`` whose claims carry its tenant.
+
+    Only SHA-256 digests of the tokens are held. A presented token's digest is compared with
+    *every* entry by :func:`hmac.compare_digest`, with no early exit, so the time a check takes says
+    nothing about how much of any token (or digest) matched, nor which entry it was."""
 
     def __init__(self, tokens: Mapping[str, Tenant]) -> None:
         self._by_digest = {_digest(t): tenant for t, tenant in tokens.items()}
+        self._entries = [(d.encode(), tenant) for d, tenant in self._by_digest.items()]
 
     def __len__(self) -> int:
         return len(self._by_digest)
 
     async def verify_token(self, token: str) -> AccessToken | None:
         """The access token for a known bearer token, else ``None`` (the request gets 401)."""
-        tenant = self._by_digest.get(_digest(token))
+        presented = _digest(token).encode()
+        tenant: Tenant | None = None
+        for digest, who in self._entries:  # all of them, every time
+            if hmac.compare_digest(presented, digest):
+                tenant = who
         if tenant is None:
             return None
         return AccessToken(token=token, client_id=f"{tenant.user_id}/{tenant.agent_id}", scopes=[],

@@ -340,7 +340,7 @@ _ST_TYPE = (r"(?:Street|St|Avenue|Ave|Road|Rd|Boulevard|Blvd|Lane|Ln|Drive|Dr|Co
             r"|Parkway|Pkwy|Circle|Cir|Highway|Hwy|Square|Sq|Close|Crescent|Grove|Gardens|Mews|Row|Alley|Trail"
             r"|Plaza|Walk|Loop|Pike|Turnpike|Expressway|Freeway)")
 _ADDR_TAIL = (r"(?:,?\s*(?:Apt\.?|Apartment|Suite|Ste\.?|Unit|Fl(?:oor)?\.?|Room|Rm\.?|\#)\s*[A-Za-z0-9\-]{1,6})?"
-              r"(?:,\s*[A-Z][A-Za-z'\-]+(?:\.(?=\s+[A-Z]))?(?:\s+[A-Z][A-Za-z'\-]+){0,2})?"
+              r"(?:,\s*[A-Z][A-Za-z'\-]+(?![A-Za-z0-9])(?:\.(?=\s+[A-Z]))?(?:\s+[A-Z][A-Za-z'\-]+(?![A-Za-z0-9])){0,2})?"
               r"(?:,?\s+[A-Z]{2}\s+\d{5}(?:-\d{4})?|,?\s+[A-Z]{1,2}\d[A-Z\d]?\s?\d[A-Z]{2}(?![A-Za-z0-9]))?")
 _ADDR_US = re.compile(
     r"(?P<num>\d(?<![\w\-/.,$#]\d)\d{0,5}[A-Za-z]?(?:-\d{1,5})?)\s+"
@@ -354,6 +354,14 @@ _ADDR_DE = re.compile(
     r"|straat|gracht|laan|plein|kade|singel|dijk|steeg)"
     r"|[a-zäöüß]+\s+(?:Straße|Strasse|Str\.|Allee|Weg|Platz|Gasse|Damm))"
     r"\s+\d{1,4}\s?[a-zA-Z]?(?![\w\-])(?:,?\s*\d{4,5}(?:\s?[A-Z]{2})?\s+[A-ZÄÖÜ][\wäöüß\-]+)?", _U)
+# Any European street name (no street-type word needed: "Unter den Linden 77, 10117 Berlin",
+# "Keizersgracht 123, 1015 CJ Amsterdam"): capitalised words (lower-case particles between them), a
+# house number, a comma, then a postcode and a capitalised town. The postcode and town are what make it
+# an address; a bare four-digit postcode (a year, too) needs an address cue before it (_addr_eu).
+_ADDR_EU = re.compile(
+    r"(?<![\w\-])[A-ZÄÖÜÉÈ][\wäöüßéèàç'\-]+\.?(?:\s+(?:(?:de|den|der|die|das|des|du|la|le|van|von|am|an|im|in|op"
+    r"|aan|het|te|ten|ter|zum|zur|del|di|da)\s+)*[A-ZÄÖÜÉÈ][\wäöüßéèàç'\-]+\.?){0,3}"
+    r"\s+\d{1,4}\s?[a-zA-Z]?(?:-\d{1,4})?,\s*(?P<pc>\d{5}|\d{4}\s?[A-Z]{2}|\d{4})\s+[A-ZÄÖÜÉÈ][\wäöüßéèàç\-]+", _U)
 _ROMANCE_TYPE = (r"(?:Calle|C/|Avenida|Avda\.?|Plaza|Paseo|Carrer|Carretera|Camino|Ronda|Travesía|Viale|Via"
                  r"|Piazza|Piazzale|Corso|Vicolo|Largo|Rua|Travessa|Praça|Alameda|Estrada)")
 _UPPER = "A-ZÁÉÍÓÚÀÈÌÒÙÂÊÎÔÛÃÕÇÑÄÖÜ"
@@ -680,6 +688,12 @@ def _addr_us(m: re.Match[str]) -> str | None:
     return _K.address.placeholder
 
 
+def _addr_eu(m: re.Match[str]) -> str | None:
+    if len(m.group("pc")) == 4 and not _ADDR_CUE.search(_before(m, 40)):
+        return None  # "Chapter 5, 2023 Edition": a four-digit number may be a year
+    return _K.address.placeholder
+
+
 def _addr_romance(m: re.Match[str]) -> str | None:
     if m.start() and m.string[m.start() - 1].isalnum():
         return None  # inside a word (the pattern has no leading lookbehind, so sre can prefix-scan)
@@ -760,6 +774,7 @@ RULES: tuple[Rule, ...] = (
     _r(_K.address, _PO_BOX, _whole(_K.address), ("box", "postfach", "apartado", "casilla"), True),
     _r(_K.address, _ADDR_US, _addr_us, None, True),
     _r(_K.address, _ADDR_DE, _whole(_K.address), None, True),
+    _r(_K.address, _ADDR_EU, _addr_eu, None, True),
     _r(_K.address, _ADDR_ROMANCE, _addr_romance, None, True),
     _r(_K.address, _ADDR_FR, _whole(_K.address), _FR_GATE, True),
     _r(_K.iban, _IBAN, _iban, None, True),

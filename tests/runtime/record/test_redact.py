@@ -259,3 +259,21 @@ def test_planted_values_never_survive_in_combination(items: list[tuple[str, str,
     out = redact(sep.join(t.format(v) for t, v, _ in items)).text
     for _, v, _ in items:
         assert v not in out
+
+
+@pytest.mark.parametrize("text,gone", [
+    ("Ship it to Unter den Linden 77, 10117 Berlin please.", ["Linden 77", "10117"]),
+    ("Post it to 10 Downing Street, London SW1A 2AA.", ["Downing", "SW1A", "2AA"]),
+    ("I live at 221B Baker Street, London NW1 6XE", ["Baker", "NW1", "6XE"]),
+    ("Stuur het naar Keizersgracht 123, 1015 CJ Amsterdam", ["Keizersgracht 123", "1015 CJ"]),
+    ("my address is Mariahilfer Straße 12, 1070 Wien", ["Mariahilfer", "1070"]),
+])
+def test_addresses_without_a_street_type_word_and_uk_postcodes_are_whole(text: str, gone: list[str]) -> None:
+    r = redact(text)
+    assert "[ADDRESS]" in r.text and not any(g in r.text for g in gone), r.text
+
+
+@pytest.mark.parametrize("text", ["Read chapter 5, 2023 Edition first", "We need 77 units by 10117 days",
+                                  "Windows 10, 2019 Server is fine", "Room 12, 1080 Ti card"])
+def test_a_number_comma_number_is_not_an_address_by_itself(text: str) -> None:
+    assert redact(text).text == text

@@ -7,7 +7,7 @@ on LoCoMo (leave-one-conversation-out, 5 dev conversations) these cues lift a li
 recall from ~0.30 to ~0.40 / 0.61 at p = 0.10 / 0.20.
 
 They must be computed **once, over the complete session**, and stored on the record
-(``metadata.attributes["ctx.<name>"]``, see :func:`runtime.annotate.consolidate.annotate_session`):
+(``metadata.attributes["ctx.<name>"]``, see ``Scope.annotate_session``, which the scope calls when a session closes):
 recomputing them at each retention decision over what is still held (the neighbours of an old turn
 may be forgotten by then) drops recall to 0.36 / 0.56. :mod:`utilitynet.features` reads the stored
 values (0 when absent, plus a ``ctx_present`` bit).

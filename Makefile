@@ -11,7 +11,7 @@ export TRANSFORMERS_OFFLINE := 1
 export MEMIR_ENCODER_DIR := $(ENCODER_DIR)
 
 .DEFAULT_GOAL := help
-.PHONY: help install encoder test test-fast train eval bench lint clean
+.PHONY: help install encoder test test-fast train eval bench lint dist clean
 
 help: ## Show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-10s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -49,6 +49,11 @@ bench: install encoder ## Benchmarks: store, retention, scorer, encoder, batch, 
 lint: install ## ruff + mypy on runtime/, utilitynet/ and train/
 	$(BIN)/ruff check runtime utilitynet train tests
 	$(BIN)/mypy runtime utilitynet train
+
+dist: install ## Build the wheel and sdist into dist/ (version: pyproject.toml; changes: CHANGELOG.md)
+	rm -rf dist build
+	$(BIN)/python -m build --outdir dist .
+	@ls -l dist
 
 clean: ## Remove the venv and caches (keeps checkpoints/ and data/)
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -33,6 +33,16 @@ def test_ddp_on_two_cpu_processes_matches_the_single_process_fit(tmp_path: Path)
 
 
 @pytest.mark.slow
+def test_the_listwise_fit_runs_across_processes(tmp_path: Path) -> None:
+    out = tmp_path / "listwise.json"
+    subprocess.run([sys.executable, "-m", "train.fit.ddp_check", "--devices", "2", "--objective", "listwise",
+                    "--epochs", "8", "--out", str(out)], check=True, capture_output=True, text=True, timeout=600,
+                   cwd=tmp_path, env=ENV)
+    res = json.loads(out.read_text())
+    assert res["world_size"] == 2 and res["val_recall"] > 0.5  # the evidence ranks inside the cut
+
+
+@pytest.mark.slow
 def test_the_standalone_fit_runs_on_collected_rounds_across_processes(tmp_path: Path) -> None:
     import numpy as np
 
@@ -41,7 +51,8 @@ def test_the_standalone_fit_runs_on_collected_rounds_across_processes(tmp_path: 
     from train.fit.ddp_check import synthetic_rows
     from utilitynet.features import spec_for
 
-    X, y, w, g = synthetic_rows(n=3000)
+    data = synthetic_rows(n=3000)
+    X, y, w, g = data.X, data.y, data.w, data.groups
     rows = RowBatch(spec_for(16, "ddp-check"))
     for e in range(60):
         m = g == e

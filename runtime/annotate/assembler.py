@@ -289,4 +289,8 @@ def _coerce_ctx(ctx: AgentContext | Mapping[str, Any]) -> AgentContext:
 
 
 def _utc(v: datetime) -> datetime:
-    return v.replace(tzinfo=UTC) if v.tzinfo is None else v.astimezone(UTC)
+    try:
+        return v.replace(tzinfo=UTC) if v.tzinfo is None else v.astimezone(UTC)
+    except OverflowError:  # e.g. 0001-01-01T00:00+01:00
+        raise ValidationError(f"at={v.isoformat()} is outside the range of dates once converted to UTC",
+                              field="at") from None

@@ -15,6 +15,11 @@ credential that opened it.
 A failing call is an MCP tool error (``isError``) carrying memir's one-line message (for example
 ``no memory 'mem_…' in scope user='bob' agent='default'``), never a traceback.
 
+Over HTTP, a request whose body is larger than ``max_body_bytes`` (default
+:data:`DEFAULT_MAX_BODY_BYTES`, 1 MiB; or ``$MEMIR_MCP_MAX_BODY_BYTES``) is answered ``413`` with a
+short JSON body before anything else — authentication included — reads it; a request carrying more
+than one ``Authorization`` header is answered ``401`` (which credential counts would be ambiguous).
+
 Example:
     .. code-block:: bash
 
@@ -38,6 +43,7 @@ import hashlib
 import hmac
 import json
 import logging
+import os
 import re
 import socket
 from collections.abc import Mapping
@@ -72,12 +78,20 @@ if TYPE_CHECKING:
     from ..store.scope import Scope
     from ..store.store import MemoryStore
 
-__all__ = ["MIN_TOKEN_CHARS", "MemirMCPServer", "Tenant", "TokenTable", "bind", "load_tokens"]
+__all__ = ["DEFAULT_MAX_BODY_BYTES", "MIN_TOKEN_CHARS", "MemirMCPServer", "Tenant", "TokenTable", "bind",
+           "load_tokens"]
 
 log = logging.getLogger(__name__)
 
 MIN_TOKEN_CHARS = 16
 """A bearer token shorter than this is refused when the tokens file is loaded."""
+
+DEFAULT_MAX_BODY_BYTES = 1 << 20
+"""The largest HTTP request body served (1 MiB) unless ``max_body_bytes`` or
+``$MEMIR_MCP_MAX_BODY_BYTES`` says otherwise: a tool call is a few kilobytes (``remember`` keeps
+at most 16,000 characters), and a larger body only costs the server time."""
+
+_MAX_BODY_ENV = "MEMIR_MCP_MAX_BODY_BYTES"
 
 _ID = re.compile(ID_PATTERN)
 
@@ -189,6 +203,83 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+def _max_body_bytes(value: int | None) -> int:
+    """``value``, else ``$MEMIR_MCP_MAX_BODY_BYTES``, else :data:`DEFAULT_MAX_BODY_BYTES`.
+
+    Raises:
+        ValidationError: not a whole number of bytes of at least 1 (``field`` names where it came from).
+    """
+    if value is None:
+        field, text = _MAX_BODY_ENV, os.environ.get(_MAX_BODY_ENV, "").strip()
+        if not text:
+            return DEFAULT_MAX_BODY_BYTES
+        n = int(text) if text.isascii() and text.isdigit() else 0
+    else:
+        field, text = "max_body_bytes", str(value)
+        n = value if isinstance(value, int) and not isinstance(value, bool) else 0
+    if n < 1:
+        raise ValidationError(f"{field} must be a whole number of bytes >= 1 (e.g. 1048576), got {text[:40]!r}",
+                              field=field)
+    return n
+
+
+class _RequestGuard:
+    """Pure ASGI middleware at the root of the HTTP app: a body larger than ``max_body_bytes`` gets
+    413 (a declared ``Content-Length`` is refused unread; a chunked body is counted as it arrives and
+    never buffered past the limit), more than one ``Authorization`` header gets 401. What passes is
+    replayed to the app unchanged."""
+
+    def __init__(self, app: Any, max_body_bytes: int) -> None:
+        self.app = app
+        self.max_body_bytes = max_body_bytes
+
+    @staticmethod
+    async def _refuse(send: Any, status: int, error: str, message: str) -> None:
+        body = json.dumps({"error": error, "message": message}).encode()
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+        if status == 401:
+            headers.append((b"www-authenticate", b'Bearer error="invalid_request"'))
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = scope.get("headers") or []
+        if sum(1 for k, _ in headers if k.lower() == b"authorization") > 1:
+            await self._refuse(send, 401, "invalid_request", "send one Authorization: Bearer <token> header")
+            return
+        too_large = ("request_too_large", f"the request body is larger than {self.max_body_bytes} bytes")
+        declared = [v for k, v in headers if k.lower() == b"content-length"]
+        if declared:
+            try:
+                size = int(declared[0])
+            except ValueError:
+                size = -1
+            if size > self.max_body_bytes:
+                await self._refuse(send, 413, *too_large)
+                return
+        chunks: list[Any] = []
+        seen = 0
+        while True:
+            message = await receive()
+            chunks.append(message)
+            if message["type"] != "http.request":
+                break  # the client went away: the app sees that
+            seen += len(message.get("body", b""))
+            if seen > self.max_body_bytes:
+                await self._refuse(send, 413, *too_large)
+                return
+            if not message.get("more_body", False):
+                break
+
+        async def replay() -> Any:
+            return chunks.pop(0) if chunks else await receive()
+
+        await self.app(scope, replay, send)
+
+
 def _error(e: BaseException) -> types.CallToolResult:
     """A tool error the model can read: one line, no traceback."""
     if isinstance(e, MemirError):
@@ -211,16 +302,21 @@ class MemirMCPServer:
         tokens: bearer token → :class:`Tenant` (HTTP only): each request's token selects its
             scope; ``user_id`` must then be ``None``.
         capacity: the scopes' retention capacity (``retain_now`` without ``capacity`` uses it).
+        max_body_bytes: over HTTP, larger request bodies get 413 (default ``$MEMIR_MCP_MAX_BODY_BYTES``,
+            else :data:`DEFAULT_MAX_BODY_BYTES`).
 
     Raises:
-        ValidationError: neither or both of ``user_id`` and ``tokens``, or an invalid id.
+        ValidationError: neither or both of ``user_id`` and ``tokens``, an invalid id, or a
+            ``max_body_bytes`` (argument or environment variable) that is not a byte count >= 1.
     """
 
     def __init__(self, store: MemoryStore, *, user_id: str | None = None, agent_id: str = "default",
-                 tokens: Mapping[str, Tenant] | None = None, capacity: int | None = None) -> None:
+                 tokens: Mapping[str, Tenant] | None = None, capacity: int | None = None,
+                 max_body_bytes: int | None = None) -> None:
         if (user_id is None) == (tokens is None):
             raise ValidationError("give the server one scope (user_id) or a tokens table (tokens), not "
                                   f"{'both' if user_id is not None else 'neither'}", field="user_id")
+        self.max_body_bytes = _max_body_bytes(max_body_bytes)
         self.store = store
         self._policy = store.config.policy.with_(capacity=capacity)
         self._scopes: dict[Tenant, Scope] = {}
@@ -295,14 +391,19 @@ class MemirMCPServer:
         """The streamable HTTP app (Starlette). With tokens, every request needs a known bearer token.
 
         ``host`` and ``port`` are where it will be reachable: a loopback host turns on the SDK's
-        DNS-rebinding protection; they also name the issuer in the auth settings.
+        DNS-rebinding protection; they also name the issuer in the auth settings. Every request
+        passes the root guard first (body size, one ``Authorization`` header: see the module doc).
         """
+        limit = self.max_body_bytes
         if self.tokens is None:
-            return self.server.streamable_http_app(streamable_http_path=path, host=host)
-        where = f"[{host}]" if ":" in host else host
-        auth = AuthSettings(issuer_url=f"http://{where}:{port}", resource_server_url=None)  # type: ignore[arg-type]
-        return self.server.streamable_http_app(streamable_http_path=path, host=host, auth=auth,
-                                               token_verifier=self.tokens)
+            app = self.server.streamable_http_app(streamable_http_path=path, host=host, max_request_body_size=limit)
+        else:
+            where = f"[{host}]" if ":" in host else host
+            auth = AuthSettings(issuer_url=f"http://{where}:{port}", resource_server_url=None)  # type: ignore[arg-type]
+            app = self.server.streamable_http_app(streamable_http_path=path, host=host, auth=auth,
+                                                  token_verifier=self.tokens, max_request_body_size=limit)
+        app.add_middleware(_RequestGuard, max_body_bytes=limit)  # outermost: before auth reads anything
+        return app
 
     def run_http(self, sock: socket.socket, *, path: str = "/mcp") -> None:
         """Serve streamable HTTP on a bound socket (see :func:`bind`) until interrupted."""

@@ -74,7 +74,11 @@ def _utc(v: datetime) -> datetime:
     # normalised to UTC so equality and SQL ordering agree.
     if v.tzinfo is None:
         return v.replace(tzinfo=UTC)
-    return v.astimezone(UTC)
+    try:
+        return v.astimezone(UTC)
+    except OverflowError:  # e.g. 0001-01-01T00:00+01:00: pydantic reports only ValueError by field
+        raise ValueError(f"{v.isoformat()} is outside the range of dates once converted to UTC "
+                         "(years 1–9999)") from None
 
 
 UTCDateTime = Annotated[datetime, AfterValidator(_utc)]

@@ -729,6 +729,9 @@ class Scope:
             raise ValidationError(f"cascade must be 'redact' or 'delete', got {cascade!r}", field="cascade")
         if not isinstance(reason, str) or not reason.strip() or len(reason) > _REASON_MAX or "\n" in reason:
             raise ValidationError(f"reason must be one line of 1–{_REASON_MAX} characters", field="reason")
+        if "\x00" in reason:  # otherwise the redaction step below would blame "content"
+            raise ValidationError("reason must not contain NUL characters", field="reason")
+        check_text(reason, "reason")
         if self._tenant.tier_of(memory_id) is None:
             raise self._not_found(memory_id)
         ids = self._tenant.versions(memory_id) if include_versions else [memory_id]
@@ -941,6 +944,7 @@ class Scope:
         """:meth:`recall`, awaitable; the queries of concurrent recalls share encoder calls."""
         aio = self._store.aio
         if isinstance(query, str) and query.strip() and not explain:  # an explained recall logs its text
+            check_text(query, "query")  # as recall does, before the text joins a shared encoder call
             query = await aio.batcher.encode(query)
         return await aio.run(self.recall, query, k, context=context, now=now, explain=explain,
                              update_usage=update_usage, candidates=candidates, session_mix=session_mix,

@@ -273,10 +273,14 @@ class PgDB:
 
     def drop_vector_indexes(self, user_id: str) -> None:
         """Drop every HNSW index of ``user_id``'s scopes (they hold the user's vectors)."""
+        # the user id as it appears in the index predicate, with LIKE's wildcards escaped: `_` is an
+        # id character, and unescaped it (or a `%`) would match — and drop — other users' indexes
+        quoted = user_id.replace("'", "''")
+        pattern = "".join("\\" + c if c in "\\%_" else c for c in f"user_id = '{quoted}'::text")
         with self._pool.connection() as conn:
             names = [r[0] for r in conn.execute(
                 "SELECT indexname FROM pg_indexes WHERE tablename = 'vectors' AND indexname LIKE 'ix_vec_hnsw_%%' "
-                "AND indexdef LIKE %s", (f"%user_id = '{user_id.replace(chr(39), chr(39) * 2)}'::text%",))]
+                "AND indexdef LIKE %s", (f"%{pattern}%",))]
             for name in names:
                 conn.execute(f"DROP INDEX IF EXISTS {name}")
                 self._indexed.discard(name)

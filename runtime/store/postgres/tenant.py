@@ -36,6 +36,10 @@ _INSERT_MEMORY = f"INSERT INTO memories({COLUMNS}) VALUES ({','.join(['%s'] * N_
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+# `placeholder` in the record JSON's metadata.flags array (model_dump_json is compact; inside a JSON
+# string every quote is escaped, so `"flags":[` can only be that array: attribute values are scalars)
+_PLACEHOLDER_FLAG = r'"flags":\[[^]]*"placeholder"'
+
 
 def retried(method: F) -> F:
     """Run a scope method again, whole, when its transaction loses a deadlock or a serialization
@@ -384,10 +388,14 @@ class PgTenant:
         emb = self.db.embedder
         t, tp = self.clause()
         with self.tx() as conn:
+            # the flag is read from the record's text, never through ::jsonb: jsonb cannot hold the \u0000
+            # escape a stored string may carry (an attribute value, a source_uri), and one such record
+            # would make every recall of the scope fail
             rows = conn.execute(
                 f"SELECT {VEC_COLS} FROM memories m JOIN vectors v ON v.mem_rowid = m.rowid AND v.encoder_id = %s "
-                f"AND v.dim = %s WHERE {t} AND NOT ((m.record::jsonb -> 'metadata' -> 'flags') ? 'placeholder') "
-                f"ORDER BY m.seq DESC, m.rowid DESC LIMIT %s", [emb.encoder_id, emb.dim, *tp, int(n)]).fetchall()
+                f"AND v.dim = %s WHERE {t} AND (strpos(m.record, '\"placeholder\"') = 0 OR m.record !~ %s) "
+                f"ORDER BY m.seq DESC, m.rowid DESC LIMIT %s",
+                [emb.encoder_id, emb.dim, *tp, _PLACEHOLDER_FLAG, int(n)]).fetchall()
         return stack(list(reversed(rows)), int(emb.dim))
 
     def working_count(self) -> int:

@@ -2,7 +2,7 @@
 
 For each backend (SQLite; with ``--backend postgres`` also a local PostgreSQL from ``pgserver``)
 and each cold format, one store holds ``--n`` memories written with real all-MiniLM-L6-v2 vectors
-of LongMemEval turns (``data/lme/vectors.parquet``, MIT), every one archived by
+of LongMemEval turns (``data/vectors/lme_turns.parquet``, MIT), every one archived by
 ``scope.retain(capacity=0, forgotten="archive")``. Then ``--queries`` held-out vectors are recalled
 with ``scope.recall(q, k=10, tier="archive", update_usage=False)``, the stores queried in rotating
 order within each query (the machine is noisy: the baseline, float32, runs side by side).
@@ -38,9 +38,9 @@ FORMATS = ("float32", "int8", "float16")
 def _vectors(n: int) -> np.ndarray:
     import pyarrow.parquet as pq
 
-    col = pq.read_table(ROOT / "data" / "lme" / "vectors.parquet").column("vector")
+    col = pq.read_table(ROOT / "data" / "vectors" / "lme_turns.parquet").column("vector")
     if n > len(col):
-        raise SystemExit(f"data/lme/vectors.parquet has {len(col)} vectors; ask for at most that many (--n + --queries)")
+        raise SystemExit(f"data/vectors/lme_turns.parquet has {len(col)} vectors; ask for at most that many (--n + --queries)")
     v = np.asarray(col.slice(0, n).to_pylist(), dtype=np.float32)
     return v / np.linalg.norm(v, axis=1, keepdims=True)
 

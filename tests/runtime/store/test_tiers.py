@@ -111,13 +111,13 @@ def test_a_recall_over_the_archive_ranks_cold_vectors_like_float32(make_store: C
 @pytest.mark.parametrize("fmt", ["int8", "float16"])
 def test_real_sentence_vectors_keep_their_top_10_in_the_cold_tier(make_store: Callable[..., MemoryStore],
                                                                   fmt: str) -> None:
-    """Real all-MiniLM-L6-v2 vectors of LongMemEval turns (data/lme, MIT): 800 archived, 40 held
+    """Real all-MiniLM-L6-v2 vectors of LongMemEval turns (data/vectors, MIT): 800 archived, 40 held
     out as queries; the archive recall's top-10 in ``fmt`` against float32 and exact search."""
     import pyarrow.parquet as pq
 
     from runtime.encoders import HashEmbedder
 
-    path = Path(__file__).resolve().parents[3] / "data" / "lme" / "vectors.parquet"
+    path = Path(__file__).resolve().parents[3] / "data" / "vectors" / "lme_turns.parquet"
     vecs = np.asarray(pq.read_table(path).column("vector").slice(0, 840).to_pylist(), dtype=np.float32)
     vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
     docs, queries = vecs[:800], vecs[800:]

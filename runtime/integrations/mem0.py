@@ -46,7 +46,8 @@ role match). ``explain(id)`` says why a memory is still here.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Mapping, Sequence
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -76,14 +77,20 @@ def _messages(messages: Messages) -> list[dict[str, str]]:
     """mem0 accepts a string, one message dict, or a list of them; always ``[{role, content}]``."""
     if isinstance(messages, str):
         return [{"role": "user", "content": messages}]
-    items = [messages] if isinstance(messages, Mapping) else list(messages)
+    if isinstance(messages, Mapping):
+        items: list[Any] = [messages]
+    elif isinstance(messages, Iterable) and not isinstance(messages, (bytes, bytearray)):
+        items = list(messages)
+    else:
+        raise ValidationError(f"messages must be a string, a message dict or a list of them, got "
+                              f"{type(messages).__name__}", field="messages")
     out = []
     for i, m in enumerate(items):
         if not isinstance(m, Mapping) or not isinstance(m.get("content"), str):
             raise ValidationError(f"messages[{i}] must be a dict with a 'content' string (and a 'role')",
                                   field=f"messages[{i}].content")
         role = m.get("role", "user")
-        if role not in _ROLES:
+        if not isinstance(role, str) or role not in _ROLES:
             raise ValidationError(f"messages[{i}].role must be one of {sorted(_ROLES)}, got {role!r}",
                                   field=f"messages[{i}].role")
         out.append({"role": str(role), "content": m["content"]})
@@ -114,6 +121,21 @@ def _query(filters: Mapping[str, Any] | None, run_id: str | None) -> tuple[dict[
     meta = {k: v for k, v in (filters or {}).items() if k not in _FILTER_KEYS}
     typed.update(_sessions(run_id))
     return typed, meta
+
+
+def _limit(limit: Any, minimum: int) -> int:
+    """``limit`` if it is an int in [minimum, 2**62], else a ValidationError naming it."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or not minimum <= limit <= 2**62:
+        raise ValidationError(f"limit must be an int >= {minimum}, got {limit!r}", field="limit")
+    return limit
+
+
+def _threshold(threshold: Any) -> float | None:
+    if threshold is None:
+        return None
+    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not math.isfinite(threshold):
+        raise ValidationError(f"threshold must be a finite number or None, got {threshold!r}", field="threshold")
+    return float(threshold)
 
 
 def _pool(limit: int, meta: Mapping[str, Any]) -> int:
@@ -225,12 +247,16 @@ class _Base:
 
     def scope(self, user_id: str | None = None, agent_id: str | None = None) -> Scope:
         """The memir scope a call works in (see the mapping in the module docstring)."""
-        user, agent = user_id or self.user_id, agent_id or self.agent_id
+        # None means "not given"; anything else (an empty string too) is this call's id, checked by the
+        # store — never silently replaced by the bound user
+        user = self.user_id if user_id is None else user_id
+        agent = self.agent_id if agent_id is None else agent_id
         if user is None and agent is None:
             raise ValidationError("one of user_id or agent_id is required (memir never reads across users): pass "
                                   "user_id= to the call or bind the facade with Memory(..., user_id=...)",
                                   field="user_id")
-        return self.store.scope(user_id=user or f"agent:{agent}", agent_id=agent or "default", policy=self.policy)
+        return self.store.scope(user_id=f"agent:{agent}" if user is None else user,
+                                agent_id="default" if agent is None else agent, policy=self.policy)
 
     def _to_write(self, messages: Messages, metadata: Mapping[str, Any] | None, infer: bool,
                   run_id: str | None) -> list[tuple[str, dict[str, Any]]]:
@@ -277,6 +303,7 @@ class Memory(_Base):
                threshold: float | None = None) -> dict[str, Any]:
         """Recall inside the scope, with typed filters and metadata equalities (see module docstring)."""
         scope = self.scope(user_id, agent_id)
+        limit, threshold = _limit(limit, 1), _threshold(threshold)
         typed, meta = _query(filters, run_id)
         hits = scope.recall(query, k=limit, candidates=_pool(limit, meta), **typed)
         return _found(scope, hits, meta, threshold, limit)
@@ -285,6 +312,7 @@ class Memory(_Base):
                 filters: Mapping[str, Any] | None = None, limit: int = 100) -> dict[str, Any]:
         """The scope's working memories (oldest first), filtered like :meth:`search`."""
         scope = self.scope(user_id, agent_id)
+        limit = _limit(limit, 0)
         typed, meta = _query(filters, run_id)
         return _listed(scope, scope.list(limit=None if meta else limit, **typed), meta, limit)
 
@@ -348,6 +376,7 @@ class AsyncMemory(_Base):
                      threshold: float | None = None) -> dict[str, Any]:
         """See :meth:`Memory.search`."""
         scope = self.scope(user_id, agent_id)
+        limit, threshold = _limit(limit, 1), _threshold(threshold)
         typed, meta = _query(filters, run_id)
         hits = await scope.arecall(query, k=limit, candidates=_pool(limit, meta), **typed)
         return _found(scope, hits, meta, threshold, limit)
@@ -356,6 +385,7 @@ class AsyncMemory(_Base):
                       filters: Mapping[str, Any] | None = None, limit: int = 100) -> dict[str, Any]:
         """See :meth:`Memory.get_all`."""
         scope = self.scope(user_id, agent_id)
+        limit = _limit(limit, 0)
         typed, meta = _query(filters, run_id)
         return _listed(scope, await scope.alist(limit=None if meta else limit, **typed), meta, limit)
 

@@ -281,7 +281,7 @@ def check_arguments(name: str, arguments: Mapping[str, Any] | str | None) -> dic
     if isinstance(arguments, str):
         try:
             arguments = json.loads(arguments)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested deeper than the decoder goes
             raise ValidationError(f"{name}: arguments are not valid JSON", field="arguments") from None
     if arguments is None:
         arguments = {}

@@ -36,6 +36,7 @@ from typing import Any, ParamSpec, TypeVar
 import numpy as np
 
 from ..encoders.base import Embedder
+from ..errors import check_text
 from ..record.builder import RecordBuilder
 
 __all__ = ["AsyncRunner", "EncodeBatcher"]
@@ -113,7 +114,8 @@ class EncodeBatcher:
         where: list[int] = []
         for i, (text, fields) in enumerate(items):
             try:
-                texts.append(text if fields is None else self._builder.draft(text, fields).text)
+                # a text the encoder cannot take fails alone, not the whole shared call
+                texts.append(check_text(text, "text") if fields is None else self._builder.draft(text, fields).text)
                 where.append(i)
                 out.append(np.empty(0, dtype=np.float32))
             except Exception as e:  # noqa: BLE001 — this item's error goes back to its own coroutine

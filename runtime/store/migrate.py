@@ -14,6 +14,7 @@ import hashlib
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ..errors import ValidationError
 from .backend import StoreBackend, StoredRow, TenantBackend
 
 __all__ = ["CopyReport", "ScopeCopy", "copy_store", "scope_checksum"]
@@ -97,11 +98,20 @@ def _row_digest(r: StoredRow) -> str:
     return h.hexdigest()
 
 
+def check_batch_size(batch_size: object) -> int:
+    """``batch_size`` if it is an int from 1 to 2**62 (a batch is a SQL ``LIMIT`` and a ``range`` step),
+    else a :class:`ValidationError` naming it — before anything is read or written."""
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= 2**62:
+        raise ValidationError(f"batch_size must be an int from 1 to 2**62, got {batch_size!r}", field="batch_size")
+    return batch_size
+
+
 def copy_store(src: StoreBackend, dst: StoreBackend, *, batch_size: int = 500, progress: bool = False) -> CopyReport:
     """Copy every scope of ``src`` into ``dst`` (skipping what is already there), then verify each.
 
     Scopes are those with at least one memory (``src.users()``).
     """
+    check_batch_size(batch_size)
     scopes = src.users()
     report = CopyReport(src.path, dst.path)
     bar = None

@@ -34,7 +34,7 @@ from . import dumps
 from .backend import StoreBackend
 from .config import StoreConfig
 from .location import is_postgres_url
-from .migrate import CopyReport, copy_store
+from .migrate import CopyReport, check_batch_size, copy_store
 from .scope import Scope
 from .services import StoreServices
 from .sqlite.backend import SqliteStore
@@ -213,6 +213,7 @@ class MemoryStore:
         """
         import json
 
+        check_batch_size(batch_size)
         if embedder is not None:
             self._embedder.replace(embedder)
             self._db.drop_caches()

@@ -207,13 +207,50 @@ def validation_score(model: Path, real: RealRows | None) -> dict[str, Any] | Non
     except MemirError as e:  # another feature schema or encoder: it cannot be compared on these rows
         return {"recall": None, "auc": None, "rows": int(len(v)), "error": str(e).splitlines()[0]}
     s = np.log(np.maximum(u, 1e-300))
-    return {"recall": group_recall(s, v.y, v.decisions, v.kept), "auc": roc_auc(s, v.y > 0.5), "rows": int(len(v)),
+    return {"recall": group_recall(s, v.y, v.decisions, v.kept), "recall_se": _bootstrap_se(s, v),
+            "auc": roc_auc(s, v.y > 0.5), "rows": int(len(v)),
             "data": "LongMemEval validation questions (rows no fit learns from)"}
+
+
+def _bootstrap_se(s: np.ndarray, v: FitData, n: int = 200, seed: int = 0) -> float:
+    """Standard error of the validation recall, by resampling whole questions (split groups)."""
+    qs = np.unique(v.groups)
+    rows_of = {q: np.flatnonzero(v.groups == q) for q in qs}
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        pick = rng.choice(qs, size=len(qs), replace=True)
+        idx = np.concatenate([rows_of[q] for q in pick])
+        # a question drawn twice counts twice: its decision groups get distinct codes per draw
+        dec = np.concatenate([v.decisions[rows_of[q]] * len(qs) + k for k, q in enumerate(pick)])
+        r = group_recall(s[idx], v.y[idx], dec, v.kept[idx])
+        if np.isfinite(r):
+            out.append(r)
+    return float(np.std(out, ddof=1)) if len(out) > 1 else float("nan")
 
 
 def _selection(m: dict[str, Any]) -> float:
     v = m.get("validation")
     return float(v["recall"]) if v and v.get("recall") is not None else _success(m)
+
+
+def select_round(rounds: list[dict[str, Any]]) -> tuple[int, str]:
+    """The round to promote, and why: the **earliest** round whose validation recall is within one
+    standard error of the best round's (the one-standard-error rule). Later rounds add rows the model
+    itself collected in the simulator; a gain smaller than the validation set can resolve is not worth
+    the drift towards the simulator that comes with them. Without validation rows: the best held-out
+    simulator success."""
+    best = max(range(len(rounds)), key=lambda i: _selection(rounds[i]))
+    v = rounds[best].get("validation") or {}
+    se = v.get("recall_se")
+    if v.get("recall") is None or se is None or not np.isfinite(se):
+        return best, f"round {best}: the best selection score"
+    floor = float(v["recall"]) - float(se)
+    pick = min(i for i in range(len(rounds)) if _selection(rounds[i]) >= floor)
+    if pick == best:
+        return best, f"round {best}: the best validation recall ({v['recall']:.4f})"
+    return pick, (f"round {pick}: validation recall {_selection(rounds[pick]):.4f}, within one standard error "
+                  f"({se:.4f}) of the best (round {best}, {v['recall']:.4f}): the earliest such round")
 
 
 def _research_only(card: Path) -> bool:
@@ -230,8 +267,9 @@ def _research_only(card: Path) -> bool:
 def promote(cfg: TrainConfig, rounds: list[dict[str, Any]], emb: Embedder, leakage: dict[str, Any],
             sources: list[Source], real: RealRows | None, final: list[dict[str, Any]] | None = None
             ) -> tuple[int, Path, dict[str, Any]]:
-    """Pick the best round on the validation rows; promote it unless the incumbent is better there."""
-    best = max(range(len(rounds)), key=lambda i: _selection(rounds[i]))
+    """Pick a round on the validation rows (:func:`select_round`); promote it unless the incumbent is
+    better there."""
+    best, chosen_why = select_round(rounds)
     src = Path(cfg.checkpoints_dir) / f"round_{best:03d}"
     dst = Path(cfg.checkpoints_dir) / "utilitynet.onnx"
     research = any(s.used and s.name == "locomo" for s in sources)
@@ -254,7 +292,8 @@ def promote(cfg: TrainConfig, rounds: list[dict[str, Any]], emb: Embedder, leaka
     else:
         decision = {"promoted": True, "why": f"validation recall {c_rec:.4f} vs the promoted model's "
                                              f"{'n/a (another feature schema)' if i_rec is None else f'{i_rec:.4f}'}"}
-    decision.update({"round": best, "candidate_validation_recall": c_rec, "incumbent_validation_recall": i_rec})
+    decision.update({"round": best, "selection": chosen_why, "candidate_validation_recall": c_rec,
+                     "incumbent_validation_recall": i_rec})
     warn(f"promotion: round {best} {'PROMOTED' if decision['promoted'] else 'not promoted'} — {decision['why']}")
     if not decision["promoted"]:
         return best, dst, decision
@@ -278,6 +317,7 @@ def promote(cfg: TrainConfig, rounds: list[dict[str, Any]], emb: Embedder, leaka
                                                  "counterfactual_relabelled")},
         "final_eval": final or rounds[best]["eval"], "leakage": leakage,
         "rounds": [{"round": m["round"], "validation_recall": (m.get("validation") or {}).get("recall"),
+                    "validation_recall_se": (m.get("validation") or {}).get("recall_se"),
                     "validation_auc": (m.get("validation") or {}).get("auc"),
                     "heldout_success": _success(m)} for m in rounds],
         "config": cfg.to_dict(),
@@ -343,7 +383,7 @@ def run(cfg: TrainConfig, *, progress: bool = True) -> LoopResult:
                   f"{'n/a' if val is None else f'{val:.4f}'}; held-out success {', '.join(util)}", file=sys.stderr)
     leakage = leakage_check(eval_eps, emb)
     final: list[dict[str, Any]] = []
-    best_round = max(range(len(rounds)), key=lambda i: _selection(rounds[i]))
+    best_round, _ = select_round(rounds)
     if cfg.final_policies:
         final = [row for row in rounds[best_round]["eval"]] + evaluate_policies(
             eval_eps, {k: v for k, v in _policies(cfg, None, emb, cfg.final_policies).items()

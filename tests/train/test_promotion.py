@@ -100,3 +100,16 @@ def test_a_model_fit_on_locomo_never_stays_the_shipped_default(tmp_path: Path) -
                                real)
     assert decision["promoted"] and "CC BY-NC" in decision["why"]
     assert dst.read_bytes() == (ck / "round_000" / "utilitynet.onnx").read_bytes()
+
+
+def test_the_earliest_round_within_one_standard_error_of_the_best_is_chosen() -> None:
+    from train.loop import select_round
+
+    def m(r: int, recall: float, se: float) -> dict[str, object]:
+        return {"round": r, "validation": {"recall": recall, "recall_se": se}, "eval": []}
+
+    assert select_round([m(0, 0.895, 0.018), m(1, 0.899, 0.017), m(2, 0.903, 0.014)])[0] == 0
+    assert select_round([m(0, 0.850, 0.018), m(1, 0.899, 0.017), m(2, 0.903, 0.014)])[0] == 1
+    idx, why = select_round([m(0, 0.80, 0.01), m(1, 0.85, 0.01), m(2, 0.90, 0.01)])
+    assert idx == 2 and "best validation recall" in why
+    assert select_round([m(0, 0.90, float("nan")), m(1, 0.91, float("nan"))])[0] == 1  # no SE: the best

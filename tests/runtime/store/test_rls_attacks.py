@@ -40,7 +40,11 @@ pytestmark = pytest.mark.postgres_only
 DIM = 16
 META = ["'; DROP TABLE memories; --", "' OR '1'='1", ") OR 1=1 --", "') OR ('a'='a", "%", "_", "%%", "a%", "%a_",
         "\\", "\\'", "'\\", "$$", "$q$ x $q$", "$$; DELETE FROM memories; $$", "ünïcødé ☃ 𝔘𝔫𝔦", "\u202etxet",
-        "'", '"', ";", "--", "/* */", "a_b", "alice", "bob", "1=1", "* ", "tag' UNION SELECT record FROM memories --"]
+        "'", '"', ";", "--", "/* */", "a_b", "alice", "bob", "1=1", "* ", "tag' UNION SELECT record FROM memories --",
+        # attempts to leave the app role or switch the tenant from inside a value
+        "'; RESET ROLE; --", "'; SET ROLE postgres; --", "x'; SET LOCAL ROLE NONE; --", "'; RESET ALL; --",
+        "'; SELECT set_config('memir.user_id', 'alice', false); --", "'); SET memir.user_id = 'alice'; --",
+        "$$; RESET ROLE; $$", "memir.user_id=alice"]
 FILTERS = ("tags", "sub_roles", "roles", "sessions", "exclude_sessions", "task_ids")
 
 

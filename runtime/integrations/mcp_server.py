@@ -164,11 +164,10 @@ class TokenTable:
     nothing about how much of any token (or digest) matched, nor which entry it was."""
 
     def __init__(self, tokens: Mapping[str, Tenant]) -> None:
-        self._by_digest = {_digest(t): tenant for t, tenant in tokens.items()}
-        self._entries = [(d.encode(), tenant) for d, tenant in self._by_digest.items()]
+        self._entries = [(_digest(t).encode(), tenant) for t, tenant in tokens.items()]
 
     def __len__(self) -> int:
-        return len(self._by_digest)
+        return len(self._entries)
 
     async def verify_token(self, token: str) -> AccessToken | None:
         """The access token for a known bearer token, else ``None`` (the request gets 401)."""

@@ -355,11 +355,9 @@ class RecordBuilder:
         texts = [content] + [get(sl) for sl in slots]
         out: list[str] | None = None
         findings: list[Finding] = []
-        if len(texts) > 1 and not any(_SEP.strip() in t for t in texts):
-            r = self._redactor.redact(_SEP.join(texts))
-            parts = r.text.split(_SEP)
-            if len(parts) == len(texts) and all(label_kept(sl, p) for sl, p in zip(slots, parts[1:])):
-                out, findings = parts, list(r.findings)
+        joined = self._redact_joined(texts)
+        if joined is not None and all(label_kept(sl, p) for sl, p in zip(slots, joined[0][1:])):
+            out, findings = joined
         if out is None:
             out = []
             for slot, t in zip([("content", None), *slots], texts):
@@ -396,17 +394,23 @@ class RecordBuilder:
         if not at:
             return []
         texts = [attrs[i][1] for i in at]
-        joined = None
-        if len(texts) > 1 and not any(_SEP.strip() in t for t in texts):
-            r = self._redactor.redact(_SEP.join(texts))
-            parts = r.text.split(_SEP)
-            joined = (parts, list(r.findings)) if len(parts) == len(texts) else None
+        joined = self._redact_joined(texts)
         if joined is None:
             rs = [self._redactor.redact(t) for t in texts]
             joined = ([r.text for r in rs], [x for r in rs for x in r.findings])
         for i, new in zip(at, joined[0]):
             attrs[i] = (attrs[i][0], new)
         return joined[1]
+
+    def _redact_joined(self, texts: list[str]) -> tuple[list[str], list[Finding]] | None:
+        """Redact several texts in one pass, joined by a separator no detector crosses; ``None`` when
+        there is one text, a text holds the separator, or a detector swallowed one anyway."""
+        assert self._redactor is not None
+        if len(texts) < 2 or any(_SEP.strip() in t for t in texts):
+            return None
+        r = self._redactor.redact(_SEP.join(texts))
+        parts = r.text.split(_SEP)
+        return (parts, list(r.findings)) if len(parts) == len(texts) else None
 
     def _fit_length(self, text: str, f: dict[str, Any], where: str) -> str:
         limit = self.config.max_content_chars

@@ -82,7 +82,7 @@ def check_parity(conv: Conversation, emb: Embedder, p: float, tmp: Path, model_s
     K = capacity_for(conv, p)
     # 1. features: the agent's decisions vs the training rows, decision by decision
     seen, _ = agent_replay(conv, LongestScorer(), emb, K)
-    decisions = [(ids, X) for ids, X in seen.calls if len(ids) > K]  # the rows keep decisions that drop turns
+    decisions = seen.calls  # the rows keep every decision the scorer was called for, in order
     X_rows, item_ids, dec = training_rows(conv, emb, p, tmp)
     assert decisions and len(decisions) == len(set(dec))
     for d, (ids, X) in enumerate(decisions):

@@ -450,7 +450,7 @@ def cmd_mcp_serve(a: argparse.Namespace) -> int:
 
 def cmd_types(a: argparse.Namespace) -> int:
     # MissingDependencyError (exit 6, naming the `discovery` extra) without scikit-learn
-    from .annotate.discovery import apply_type, discover_types
+    from .store.discovery import apply_type, discover_types
     params = {"min_cluster_size": a.min_cluster_size, "min_samples": a.min_samples, "min_coverage": a.min_coverage,
               "min_lift": a.min_lift, "tier": a.tier}
     with _store(a) as store:

@@ -15,15 +15,9 @@ nothing it derives can carry a secret the builder removed. Each part is switched
   (``order:8812``, ``id:ORD-123``), products with a model number (``product:iphone 15 pro``),
   projects (``project:orion``) and people named after a cue word (``person:alice``) — adds tags.
   Hook: ``entity_fn(text) -> [tag, ...]`` (its tags are redacted by the builder like any tag).
-- **Corroboration** (``corroborate=True``, applied by ``Scope.write``, ``write_many``, ``update``
-  and their async twins, for text and ``Assembly`` writes): :func:`judge` compares the new memory with its
-  ``neighbours`` nearest memories of the same scope (working tier, and in a ``write_many`` the batch's
-  earlier items; superseded versions and the version a correction replaces are skipped); agreeing memories from *other* sources raise the new
-  memory's confidence by :func:`corroborated_confidence`. Links go both ways, in the insert's
-  transaction: ``metadata.related`` plus the comma-separated id lists ``attributes["corroborated_by"]``
-  and ``attributes["contradicts"]`` (the contradiction flag: ``Flag`` is the utility model's closed
-  feature vocabulary, so a new value would change its feature spec). Stored memories keep their
-  confidence. Forgetting a memory removes its id from its partners' links first.
+- **Corroboration** (``corroborate=True``): configured here, judged in :mod:`runtime.annotate.claims`
+  and applied by the store's write pipeline (:mod:`runtime.store.corroboration`); the link
+  attributes a record carries are :mod:`runtime.record.links`.
 """
 
 from __future__ import annotations
@@ -39,11 +33,10 @@ import numpy as np
 
 from ..encoders.base import Embedder, l2_normalize
 from ..errors import ValidationError
-from ..record.memir import Flag, MemIR
+from ..record.memir import Flag
 
-__all__ = ["DEFAULT_TONE_EXAMPLES", "Claim", "EnrichConfig", "Enricher", "Enrichment", "EntityFn", "Judgement",
-           "LinkKind", "ToneFn", "ToneResult", "claim_of", "corroborated_confidence", "extract_entities", "intent_of", "judge",
-           "link_attributes", "linked_ids", "with_link", "without_links"]
+__all__ = ["DEFAULT_TONE_EXAMPLES", "EnrichConfig", "Enricher", "Enrichment", "EntityFn", "ToneFn", "ToneResult",
+           "extract_entities", "intent_of"]
 
 
 @dataclass(frozen=True)
@@ -57,7 +50,6 @@ class ToneResult:
 
 ToneFn = Callable[[str], ToneResult]
 """``tone_fn(redacted_text) -> ToneResult``: an LLM (or any classifier) instead of the prototypes."""
-LinkKind = Literal["corroborated_by", "contradicts"]
 """The attribute a corroboration link is kept under (a comma-separated list of memory ids)."""
 EntityFn = Callable[[str], Sequence[str]]
 """``entity_fn(redacted_text) -> tags``: an LLM (or any extractor) instead of the patterns."""
@@ -380,204 +372,3 @@ class Enricher:
             intent = intent_of(text)
         tags = tuple(self.entities(text)) if cfg.entities else ()
         return Enrichment(tone, intent, tags)
-
-
-# ---------------------------------------------------------------------------- corroboration
-_NUM = re.compile(r"(\d[\d,]*(?:\.\d+)?)\s*(k|m|bn|%)?(?![\w])", re.I)
-_MONTHS = ("january february march april may june july august september october november december "
-           "jan feb mar apr jun jul aug sep sept oct nov dec monday tuesday wednesday thursday friday saturday "
-           "sunday mon tue wed thu fri sat sun today tomorrow yesterday").split()
-_MONTH = re.compile(rf"\b({'|'.join(_MONTHS)})\b", re.I)
-_COPULA = re.compile(r"\s(?:is|are|was|were|will be|has been|have been|costs?|equals?|totals?|=|:|set to|"
-                     r"moved to|changed to|becomes|became|lives? in|lived in|works? (?:at|for)|worked (?:at|for)|"
-                     r"reports? to|reported to)\s", re.I)
-_NAME = re.compile(r"\b[A-Z][\w'-]*[a-z][\w'-]*")  # a capitalised word with a lower-case letter (not EUR, not I)
-_NEG = re.compile(r"\b(?:not|no|never|none|cannot|can't|won't|isn't|aren't|wasn't|weren't|don't|doesn't|didn't)\b",
-                  re.I)
-_WORD = re.compile(r"[a-z0-9]+")
-_STOP = frozenset("""the a an of for to in on at our my your their his her its this that these those now currently
-actually still new total is are was were be been will has have and or with by from about as per s""".split())
-_MULT = {"k": 1e3, "m": 1e6, "bn": 1e9}
-
-
-@dataclass(frozen=True)
-class Claim:
-    """``subject`` words, ``values`` (numbers, amounts, dates, ids) and ``names`` (capitalised words:
-    places, people, products) of ``<subject> is <value>``."""
-
-    subject: frozenset[str]
-    values: frozenset[str]
-    names: frozenset[str] = frozenset()
-
-
-def claim_of(text: str) -> Claim | None:
-    """The claim a memory makes, or ``None`` when it has no ``<subject> <copula> <value>`` shape
-    with a number, an amount, a date or a name in the value (copulas include ``lives in``,
-    ``works at``, ``reports to``...).
-
-    Numbers are normalised (``40k`` = ``40,000`` = ``40000``; ``%`` kept), month and day names
-    lower-cased; names are the value's capitalised words other than month and day names, lower-cased
-    (all-capital codes such as ``EUR`` are units, not names); the subject is its content words
-    (stop words, ``'s`` dropped).
-
-    >>> c = claim_of("Budget for project Orion is now 40k EUR")
-    >>> sorted(c.subject), sorted(c.values), sorted(c.names)
-    (['budget', 'orion', 'project'], ['40000'], [])
-    >>> sorted(claim_of("Alice lives in Lyon since spring").names)
-    ['lyon']
-    """
-    m = _COPULA.search(text)
-    if m is None:
-        return None
-    subject, value = text[:m.start()], text[m.end():]
-    values: set[str] = set()
-    for n in _NUM.finditer(value):
-        try:
-            x = float(n.group(1).replace(",", ""))
-        except ValueError:
-            continue
-        unit = (n.group(2) or "").lower()
-        if unit == "%":
-            values.add(f"{x:g}%")
-        else:
-            values.add(f"{x * _MULT.get(unit, 1):.10g}")
-    values |= {w.lower()[:3] for w in _MONTH.findall(value)}
-    names = {w.lower() for w in _NAME.findall(value) if not _MONTH.fullmatch(w)}
-    words = {w for w in _WORD.findall(subject.lower().replace("'s", "")) if w not in _STOP}
-    if not (values or names) or not words:
-        return None
-    return Claim(frozenset(words), frozenset(values), frozenset(names))
-
-
-@dataclass(frozen=True)
-class Judgement:
-    """How a new memory relates to its stored neighbours (ids in similarity order)."""
-
-    agrees: tuple[str, ...] = ()
-    independent: tuple[str, ...] = ()
-    contradicts: tuple[str, ...] = ()
-    confidence: float | None = None
-
-
-def _same_subject(a: Claim, b: Claim) -> bool:
-    return len(a.subject & b.subject) / len(a.subject | b.subject) >= 0.6
-
-
-def _compare(a: Claim, b: Claim) -> bool | None:
-    """Whether two claims about one subject agree (``True``), conflict (``False``), or say nothing
-    comparable (``None``): values when both have values (any difference conflicts), else names when
-    both have names (no name in common conflicts: ``Lyon`` vs ``Paris``; ``Dana`` vs ``Dana Kim`` agree)."""
-    if a.values and b.values:
-        return a.values == b.values
-    if a.names and b.names:
-        return bool(a.names & b.names)
-    return None
-
-
-def _source(rec: MemIR) -> tuple[str, str | None]:
-    return rec.provenance.type.value, rec.provenance.source_entity
-
-
-def judge(new: MemIR, neighbours: Sequence[tuple[MemIR, float]], config: EnrichConfig) -> Judgement:
-    """Compare ``new`` with stored ``neighbours`` (``(record, cosine)`` pairs of the same scope).
-
-    The rule, per neighbour:
-
-    - **contradicts** when the cosine is at least ``claim_similarity`` and both make a claim
-      (:func:`claim_of`) about the same subject (Jaccard of subject words ≥ 0.6) that conflicts —
-      different values, or (without values on both sides) names with none in common; or when the
-      cosine is at least ``agree_similarity`` and exactly one of them is negated (not, never, can't...);
-    - else **agrees** when the cosine is at least ``agree_similarity``, or both claim the same
-      values (or a shared name) about the same subject (and the cosine is at least ``claim_similarity``).
-
-    An agreeing neighbour is **independent** when its source — ``(source_type, source_entity)`` —
-    differs from the new memory's; only independent sources raise confidence
-    (:func:`corroborated_confidence`), each source counted once, at its highest confidence. A
-    memory repeating its own source is linked but proves nothing new.
-    """
-    mine = claim_of(new.content)
-    neg = bool(_NEG.search(new.content))
-    src = _source(new)
-    agrees, contra, independent = [], [], []
-    best: dict[tuple[str, str | None], float] = {}
-    for rec, sim in neighbours:
-        if rec.id == new.id:
-            continue
-        theirs = claim_of(rec.content) if sim >= config.claim_similarity else None
-        same = (None if mine is None or theirs is None or not _same_subject(mine, theirs)
-                else _compare(mine, theirs))
-        if same is False or (sim >= config.agree_similarity and neg != bool(_NEG.search(rec.content))):
-            contra.append(rec.id)
-        elif sim >= config.agree_similarity or same:
-            agrees.append(rec.id)
-            theirs_src = _source(rec)
-            if theirs_src != src:
-                independent.append(rec.id)
-                best[theirs_src] = max(best.get(theirs_src, 0.0), rec.metadata.confidence)
-    conf = corroborated_confidence(new.metadata.confidence, list(best.values()), config) if best else None
-    return Judgement(tuple(agrees), tuple(independent), tuple(contra), conf)
-
-
-def corroborated_confidence(confidence: float, sources: Sequence[float], config: EnrichConfig) -> float:
-    """Noisy-OR over independent sources, capped: ``c' = 1 − (1 − c) · Π_s (1 − w · c_s)``, at most
-    ``max_confidence`` and never below ``c`` (``w`` = ``evidence_weight``, ``c_s`` = the best
-    confidence among source ``s``'s agreeing memories).
-
-    >>> round(corroborated_confidence(0.7, [0.9], EnrichConfig()), 3)  # one ingested document agrees
-    0.835
-    >>> corroborated_confidence(0.95, [0.95, 0.95, 0.95], EnrichConfig())   # capped
-    0.99
-    """
-    doubt = 1.0 - confidence
-    for c in sources:
-        doubt *= 1.0 - config.evidence_weight * c
-    return round(max(confidence, min(config.max_confidence, 1.0 - doubt)), 6)
-
-
-_LINK_KINDS = ("corroborated_by", "contradicts")
-
-
-def _link_ids(attributes: Mapping[str, Any], key: str) -> list[str]:
-    """The ids of the comma-separated link list ``attributes[key]``."""
-    return [i for i in str(attributes.get(key) or "").split(",") if i]
-
-
-def link_attributes(attributes: Mapping[str, Any], key: str, ids: Sequence[str]) -> dict[str, Any]:
-    """``attributes`` with ``ids`` added to the comma-separated id list under ``key``."""
-    out = dict(attributes)
-    out[key] = ",".join(dict.fromkeys(_link_ids(out, key) + list(ids)))
-    return out
-
-
-def with_link(record: MemIR, other_id: str, kind: LinkKind) -> MemIR:
-    """``record`` linked to ``other_id``: added to ``metadata.related`` and to the comma-separated
-    ``attributes[kind]`` (what a stored memory gets when a newer one agrees with or contradicts it)."""
-    md = record.metadata
-    related = list(dict.fromkeys([*md.related, other_id]))
-    return record.model_copy(update={"metadata": md.model_copy(update={
-        "related": related, "attributes": link_attributes(md.attributes, kind, [other_id])})})
-
-
-def linked_ids(record: MemIR) -> list[str]:
-    """The memories ``record`` is linked to by corroboration (its ``corroborated_by`` and ``contradicts``)."""
-    attrs = record.metadata.attributes
-    return list(dict.fromkeys(i for k in _LINK_KINDS for i in _link_ids(attrs, k)))
-
-
-def without_links(record: MemIR, gone: Sequence[str]) -> MemIR | None:
-    """``record`` with the ids ``gone`` removed from ``related`` and from its link attributes (an emptied
-    list drops the attribute), or ``None`` when it mentions none of them (forgetting leaves no id behind)."""
-    drop = set(gone)
-    md = record.metadata
-    attrs = dict(md.attributes)
-    for k in _LINK_KINDS:
-        if k in attrs:
-            keep = [i for i in _link_ids(attrs, k) if i not in drop]
-            if keep:
-                attrs[k] = ",".join(keep)
-            else:
-                del attrs[k]
-    related = [i for i in md.related if i not in drop]
-    if related == md.related and attrs == md.attributes:
-        return None
-    return record.model_copy(update={"metadata": md.model_copy(update={"related": related, "attributes": attrs})})

@@ -19,6 +19,7 @@ Only numpy and pydantic are imported here; cvxpy and highspy are imported inside
 that need them.
 """
 
+from ..annotate.summary import extract_summary, key_facts  # the summariser, re-exported: runtime.retention's API
 from .decision import Action, ItemDecision, MemoryExplanation, RetentionDecision
 from .plan import RetentionPlan, approx_tokens, audit, recent_context, scoring_context
 from .policy import CapacityFn, RetentionPolicy, Triggers
@@ -38,7 +39,7 @@ from .solver import (
     solve,
     violations,
 )
-from .summary import SummaryPolicy, extract_summary, key_facts
+from .summary_policy import SummaryPolicy
 
 __all__ = [
     "DEFAULT_RULES", "REASON_CODES", "Action", "CapacityFn", "CompiledRules", "Explanation", "ItemDecision",

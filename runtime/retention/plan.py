@@ -229,15 +229,16 @@ class RetentionPlan:
 
     def decide(self, records: Sequence[MemIR], vectors: np.ndarray, ctx: ScoringContext, *, user_id: str,
                agent_id: str, trigger: str, candidate: np.ndarray | None = None,
-               decision_id: str | None = None) -> RetentionDecision:
+               decision_id: str | None = None, expired: Sequence[str] = ()) -> RetentionDecision:
         """Build, solve and turn the answer into a decision whose actions are the planned ones
         (``keep``/``write``/``archive``/``delete``/``skip``; the store turns a ``delete`` of a memory
-        others derive from into ``redact`` when it applies the decision)."""
+        others derive from into ``redact`` when it applies the decision). ``expired``: archived
+        memories past their TTL, which leave with this decision (the TTL holds in the archive too)."""
         t0 = time.perf_counter()
         plan = self.build(records, vectors, ctx, candidate=candidate)
         result = self.solve(plan)
         return self.to_decision(plan, result, at=ctx.now, user_id=user_id, agent_id=agent_id, trigger=trigger,
-                                decision_id=decision_id, started=t0)
+                                decision_id=decision_id, started=t0, expired=expired)
 
     def item_columns(self, plan: Plan, result: RetentionResult) -> ItemColumns:
         """Per-item results of a solved plan as arrays (the one place actions are assigned)."""
@@ -256,8 +257,10 @@ class RetentionPlan:
                            model_utility=np.asarray(plan.model_utility, dtype=np.float64))
 
     def to_decision(self, plan: Plan, result: RetentionResult, *, at: datetime, user_id: str, agent_id: str,
-                    trigger: str, decision_id: str | None = None, started: float | None = None) -> RetentionDecision:
-        """The typed decision of a solved plan (planned actions; nothing applied)."""
+                    trigger: str, decision_id: str | None = None, started: float | None = None,
+                    expired: Sequence[str] = ()) -> RetentionDecision:
+        """The typed decision of a solved plan (planned actions; nothing applied); ``expired`` as in
+        :meth:`decide`."""
         expl = result.explanation
         cols = self.item_columns(plan, result)
         items: dict[str, ItemDecision] = {}
@@ -285,7 +288,8 @@ class RetentionPlan:
             kept=kept, archived=archived, deleted=deleted, written=written, n_items=len(plan.ids),
             constraints=[_constraint(c) for c in expl.constraints], cut=_cut(expl),
             overflow={k: float(v) for k, v in result.overflow.items()}, upper_bound=result.upper_bound,
-            gap=result.gap, items=items, inputs_digest=digest(plan), solve_ms=result.solve_ms, total_ms=total_ms)
+            gap=result.gap, items=items, inputs_digest=digest(plan), solve_ms=result.solve_ms, total_ms=total_ms,
+            expired=list(expired))
 
 
 def _constraint(c: dict[str, Any]) -> Constraint:

@@ -26,7 +26,7 @@ from ..errors import ValidationError
 from ..record.memir import MemIR
 from .rules import DEFAULT_RULES, RuleSet, load_rules
 from .solver import Method, OnInfeasible
-from .summary import SummaryPolicy
+from .summary_policy import SummaryPolicy
 
 if TYPE_CHECKING:
     from ..scoring.protocol import Scorer

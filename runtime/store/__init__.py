@@ -1,5 +1,6 @@
-"""The store: :class:`MemoryStore` (one SQLite file), the :class:`Scope` facade every read and
-write goes through, typed filters, recall ranking and prompt formatting, and dumps."""
+"""The store: :class:`MemoryStore` (an SQLite file or a PostgreSQL database), the :class:`Scope` facade
+every read and write goes through and the rooms behind it, typed filters, recall ranking and prompt
+formatting, and dumps."""
 
 from .filters import MemoryFilter
 from .ranking import Hit, RankWeights, ScoreBreakdown, format_context

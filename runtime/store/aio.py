@@ -27,11 +27,11 @@ from __future__ import annotations
 import asyncio
 import threading
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import numpy as np
 
@@ -39,7 +39,7 @@ from ..encoders.base import Embedder
 from ..errors import check_text
 from ..record.builder import RecordBuilder
 
-__all__ = ["AsyncRunner", "EncodeBatcher"]
+__all__ = ["AsyncRunner", "Before", "EncodeBatcher", "async_twin", "encode_query", "encode_write_text", "read_items"]
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -170,3 +170,65 @@ class AsyncRunner:
     def close(self) -> None:
         """Finish the calls already running, then stop the threads."""
         self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+S = TypeVar("S")
+Before = Callable[[AsyncRunner, tuple[Any, ...], dict[str, Any]], Awaitable[tuple[tuple[Any, ...], dict[str, Any]]]]
+"""A twin's step on the event loop before the blocking call: ``(runner, args, kwargs) -> (args, kwargs)``
+(e.g. hand the text to the :class:`EncodeBatcher` and pass its vector on)."""
+
+
+def async_twin(fn: Callable[Concatenate[S, P], T], runner: Callable[[S], AsyncRunner], *, before: Before | None = None,
+               note: str = "") -> Callable[Concatenate[S, P], Coroutine[Any, Any, T]]:
+    """The awaitable twin of the method ``fn``: one definition for every ``a*`` call of a scope.
+
+    The twin takes exactly ``fn``'s arguments, runs ``before`` on the event loop (if given), then
+    ``fn`` on the store's thread pool (:meth:`AsyncRunner.run`) and returns its value; it raises what
+    ``fn`` raises.
+
+    Args:
+        fn: the blocking method.
+        runner: the object's :class:`AsyncRunner`.
+        before: a step on the loop first (see :data:`Before`).
+        note: appended to the twin's docstring.
+    """
+    async def twin(self: S, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        aio = runner(self)
+        a: tuple[Any, ...] = args
+        kw: dict[str, Any] = kwargs
+        if before is not None:
+            a, kw = await before(aio, a, kw)
+        return await aio.run(partial(fn, self), *a, **kw)
+
+    twin.__name__ = twin.__qualname__ = f"a{fn.__name__}"
+    twin.__doc__ = f":meth:`{fn.__name__}`, awaitable{note}. The same arguments and errors."
+    return twin
+
+
+def encode_write_text(at: int) -> Before:
+    """A write's text (positional argument ``at``) to the encode batcher, drafted with its fields."""
+    async def before(aio: AsyncRunner, a: tuple[Any, ...], kw: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        content = a[at] if len(a) > at else kw.get("content")
+        if kw.get("embedding") is None and isinstance(content, str):
+            fields = {k: v for k, v in kw.items() if k not in ("embedding", "history", "content")}
+            kw = {**kw, "embedding": await aio.batcher.encode(content, fields)}
+        return a, kw
+    return before
+
+
+async def encode_query(aio: AsyncRunner, a: tuple[Any, ...], kw: dict[str, Any]
+                        ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """A recall's query text to the encode batcher (an explained recall logs its text: left as text)."""
+    query = a[0] if a else kw.get("query")
+    if isinstance(query, str) and query.strip() and not kw.get("explain"):
+        check_text(query, "query")  # as recall does, before the text joins a shared encoder call
+        vec = await aio.batcher.encode(query)
+        a, kw = ((vec, *a[1:]), kw) if a else (a, {**kw, "query": vec})
+    return a, kw
+
+
+async def read_items(aio: AsyncRunner, a: tuple[Any, ...], kw: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """A batch's items read on the loop (a generator must not be consumed on a pool thread)."""
+    if a:
+        return (list(a[0]), *a[1:]), kw
+    return a, {**kw, "items": list(kw["items"])}

@@ -18,15 +18,16 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ..annotate.enrich import LinkKind
 from ..encoders.base import Embedder
+from ..record.links import LinkKind
 from ..record.memir import MemIR, RoleContext
 from ..retention.decision import MemoryExplanation, RetentionDecision
 from .filters import MemoryFilter
-from .forgetting import Cascade, ForgetPlan
+from .forget_plan import Cascade, ForgetPlan
 from .ranking import RankWeights, SearchResult
 
-__all__ = ["LoggedDecision", "ScopeLogs", "ScopeRow", "StoredRow", "StoreBackend", "TenantBackend"]
+__all__ = ["LoggedDecision", "ScopeCopy", "ScopeLogs", "ScopeLogsAndDecisions", "ScopeReads", "ScopeRow", "ScopeWrites",
+           "StoredRow", "StoreBackend", "TenantBackend"]
 
 
 @dataclass(frozen=True)
@@ -77,79 +78,181 @@ class ScopeLogs:
     recalls: list[tuple[float, str]]  # (at, payload JSON)
 
 
-class TenantBackend(Protocol):
-    """Every read and write of one scope."""
+class ScopeWrites(Protocol):
+    """The writes of one scope: each is one transaction, confined to the scope."""
 
     user_id: str
     agent_id: str
 
-    # state and writes
-    def state(self) -> ScopeRow: ...
-    def set_session(self, session_id: str | None, last_at: float | None) -> None: ...
+    def state(self) -> ScopeRow:
+        """The scope's persisted state (write step, last decision step, open session)."""
+        ...
+
+    def set_session(self, session_id: str | None, last_at: float | None) -> None:
+        """Record the scope's open session and the event time of its latest write (``None``: closed)."""
+        ...
+
     def insert(self, records: Sequence[MemIR], vectors: Sequence[np.ndarray], *, batch: bool = False,
                session: tuple[str | None, float | None] | None = None,
                links: Sequence[tuple[str, str, LinkKind]] = ()) -> tuple[list[int], int]:
-        """Insert records and vectors in one transaction; ``links`` = ``(stored id, new id, kind)``
-        corroboration links the stored memories get in it (``runtime.annotate.enrich.with_link``)."""
+        """Insert records and vectors in one transaction (ids unique, ``derived_from``/``supersedes``
+        inside the scope; ``store.write_checks``); ``session``: the open session row to set with it;
+        ``links`` = ``(stored id, new id, kind)`` corroboration links the stored memories get in it
+        (``runtime.record.links.with_link``). Returns (row ids, writes since the last decision)."""
         ...
-    def existing_ids(self, ids: Sequence[str]) -> set[str]: ...
-    def set_session_context(self, pairs: Sequence[tuple[str, np.ndarray]]) -> int: ...
-    def session_context(self, ids: Sequence[str], width: int) -> np.ndarray: ...
-    def mark_superseded(self, old_id: str, new_id: str, *, archive: bool) -> None: ...
+
+    def set_session_context(self, pairs: Sequence[tuple[str, np.ndarray]]) -> int:
+        """Store session-context feature rows by memory id (replacing earlier ones); returns rows stored."""
+        ...
+
+    def mark_superseded(self, old_id: str, new_id: str, *, archive: bool) -> None:
+        """Flag ``old_id`` superseded by ``new_id`` (and move it to the archive with ``archive``)."""
+        ...
+
     def drop_links(self, memory_ids: Sequence[str], gone: Sequence[str]) -> int:
         """Remove the ids ``gone`` from the links of the scope's memories ``memory_ids`` (forgetting)."""
         ...
+
     def add_tags(self, memory_ids: Sequence[str], tags: Sequence[str]) -> int:
         """Add ``tags`` to the scope's memories ``memory_ids`` (tag rows and the record body), in one
         transaction; ids of other scopes are never touched. Returns how many memories gained a tag."""
         ...
 
-    # reads
-    def get(self, memory_id: str) -> MemIR | None: ...
-    def tier_of(self, memory_id: str) -> str | None: ...
+    def refresh_marks(self, memory_ids: Sequence[str]) -> dict[str, str]:
+        """The semantic-refresh marker stored beside each of ``memory_ids`` that has one."""
+        ...
+
+    def put_refreshed(self, vectors: Sequence[tuple[str, np.ndarray]], mark: str) -> list[str]:
+        """Replace the vectors of ``(memory id, vector)`` pairs and store ``mark`` beside them, in one
+        transaction; returns the ids written (memories gone meanwhile are skipped)."""
+        ...
+
+
+class ScopeReads(Protocol):
+    """The reads of one scope: records, vectors and search, never another scope's rows."""
+
+    def get(self, memory_id: str) -> MemIR | None:
+        """The record ``memory_id`` of this scope, in either tier (``None``: not in this scope)."""
+        ...
+
+    def tier_of(self, memory_id: str) -> str | None:
+        """``working`` or ``archive`` (``None``: not in this scope)."""
+        ...
+
+    def existing_ids(self, ids: Sequence[str]) -> set[str]:
+        """The subset of ``ids`` that are memories of this scope."""
+        ...
+
+    def versions(self, memory_id: str) -> list[str]:
+        """The correction chain ``memory_id`` belongs to, oldest first."""
+        ...
+
+    def session_context(self, ids: Sequence[str], width: int) -> np.ndarray:
+        """The stored session-context rows of ``ids`` (``(len(ids), width)``; NaN rows where none)."""
+        ...
+
     def promotable(self, memory_ids: Sequence[str], now: datetime) -> list[tuple[str, float | None]]:
         """Of ``memory_ids``, the scope's archived memories a recall may promote (not superseded
         versions, not past their TTL at ``now``), with their stored utility, in the order given."""
         ...
-    def versions(self, memory_id: str) -> list[str]: ...
-    def select(self, flt: MemoryFilter, now: datetime, limit: int | None = None) -> list[MemIR]: ...
-    def count(self, flt: MemoryFilter, now: datetime) -> int: ...
-    def with_vectors(self, flt: MemoryFilter, now: datetime) -> tuple[list[MemIR], np.ndarray, np.ndarray]: ...
-    def recent_vectors(self, n: int) -> np.ndarray: ...
-    def working_count(self) -> int: ...
-    def expired_ids(self, now: datetime, tier: str = "archive") -> list[str]: ...
-    def export(self) -> list[tuple[MemIR, np.ndarray | None, str | None]]: ...
 
-    # search and the recall log
+    def select(self, flt: MemoryFilter, now: datetime, limit: int | None = None) -> list[MemIR]:
+        """Records passing ``flt`` at ``now``, in write order (at most ``limit``)."""
+        ...
+
+    def count(self, flt: MemoryFilter, now: datetime) -> int:
+        """How many records pass ``flt`` at ``now``."""
+        ...
+
+    def with_vectors(self, flt: MemoryFilter, now: datetime) -> tuple[list[MemIR], np.ndarray, np.ndarray]:
+        """(records, unit vectors as float32, write steps) of the rows passing ``flt``, in write order."""
+        ...
+
+    def recent_vectors(self, n: int) -> np.ndarray:
+        """Unit vectors of the scope's ``n`` most recent writes, any tier, oldest first (placeholders
+        excluded: they are not what the conversation was about)."""
+        ...
+
+    def working_count(self) -> int:
+        """How many memories are in the working tier."""
+        ...
+
+    def expired_ids(self, now: datetime, tier: str = "archive") -> list[str]:
+        """Ids of the memories of ``tier`` past their TTL at ``now``."""
+        ...
+
+    def export(self) -> list[tuple[MemIR, np.ndarray | None, str | None]]:
+        """Every record (all tiers, expired included) with its stored vector and encoder id."""
+        ...
+
     def search(self, flt: MemoryFilter, now: datetime, q: np.ndarray, *, k: int, pool: int,
                context: RoleContext | None, weights: RankWeights, touch: bool) -> SearchResult:
         """Filtered vector search, re-ranked; with ``touch`` the hits' access counts and last-access
         times are updated (as part of the search where the backend can)."""
         ...
-    def log_recall(self, payload: dict[str, Any], at: datetime) -> None: ...
-    def recall_log(self, limit: int) -> list[dict[str, Any]]: ...
 
-    # forgetting and retention decisions
-    def forget_plan(self, memory_ids: Sequence[str], cascade: Cascade) -> ForgetPlan: ...
-    def forget(self, plan: ForgetPlan, *, reason: str, scrub: bool, wait_s: float) -> None: ...
+
+class ScopeLogsAndDecisions(Protocol):
+    """Forgetting, retention decisions and the logs of one scope."""
+
+    def forget_plan(self, memory_ids: Sequence[str], cascade: Cascade) -> ForgetPlan:
+        """What forgetting ``memory_ids`` under ``cascade`` deletes and redacts (nothing written)."""
+        ...
+
+    def forget(self, plan: ForgetPlan, *, reason: str, scrub: bool, wait_s: float) -> None:
+        """Carry out ``plan`` in one transaction: rows, vectors, tags, links, log mentions and caches;
+        with ``scrub`` the old bytes leave the WAL/free pages too (waiting up to ``wait_s`` for readers)."""
+        ...
+
     def apply_decision(self, decision: RetentionDecision, *, candidates: Sequence[tuple[MemIR, np.ndarray]] = (),
                        dry_run: bool = False) -> RetentionDecision:
         """Apply a decision in one transaction: ``archive`` moves to the cold tier (vector re-encoded
         in the store's ``cold_format``), ``promote`` back to working (vector at float32)."""
         ...
-    def explain(self, memory_id: str) -> MemoryExplanation: ...
-    def decisions(self, limit: int) -> list[RetentionDecision]: ...
-    def decision(self, decision_id: str) -> RetentionDecision: ...
 
-    # semantic refresh (Scope.refresh): vectors re-encoded with their session context, marked
-    def refresh_marks(self, memory_ids: Sequence[str]) -> dict[str, str]: ...
-    def put_refreshed(self, vectors: Sequence[tuple[str, np.ndarray]], mark: str) -> list[str]: ...
+    def explain(self, memory_id: str) -> MemoryExplanation:
+        """Every logged decision about ``memory_id``, and where it is now."""
+        ...
 
-    # copying a store (memir migrate): rows and logs exactly as stored
-    def stored_rows(self, after_seq: int, limit: int) -> list[StoredRow]: ...
-    def restore_rows(self, rows: Sequence[StoredRow]) -> int: ...
-    def logs(self) -> ScopeLogs: ...
-    def restore_logs(self, logs: ScopeLogs) -> bool: ...
+    def decisions(self, limit: int) -> list[RetentionDecision]:
+        """The scope's decisions, most recently recorded first, without per-item details."""
+        ...
+
+    def decision(self, decision_id: str) -> RetentionDecision:
+        """One decision of this scope with every item (``NotFoundError`` otherwise)."""
+        ...
+
+    def log_recall(self, payload: dict[str, Any], at: datetime) -> None:
+        """Append an explained recall (already redacted) to the scope's recall log."""
+        ...
+
+    def recall_log(self, limit: int) -> list[dict[str, Any]]:
+        """The scope's latest explained recalls, newest first."""
+        ...
+
+
+class ScopeCopy(Protocol):
+    """Copying a scope between stores (``memir migrate``): rows and logs exactly as stored."""
+
+    def stored_rows(self, after_seq: int, limit: int) -> list[StoredRow]:
+        """Up to ``limit`` rows written after step ``after_seq``, in write order."""
+        ...
+
+    def restore_rows(self, rows: Sequence[StoredRow]) -> int:
+        """Write ``rows`` as they were (ids, tiers, steps, vectors); returns how many were new."""
+        ...
+
+    def logs(self) -> ScopeLogs:
+        """The scope's state, decision log and recall log."""
+        ...
+
+    def restore_logs(self, logs: ScopeLogs) -> bool:
+        """Write ``logs`` into an empty log (``False``: the scope already had a log; nothing written)."""
+        ...
+
+
+class TenantBackend(ScopeWrites, ScopeReads, ScopeLogsAndDecisions, ScopeCopy, Protocol):
+    """Every read and write of one ``(user_id, agent_id)`` scope, by concern."""
 
 
 class StoreBackend(Protocol):

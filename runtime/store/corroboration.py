@@ -2,9 +2,9 @@
 both ways, and the links removed when a memory is deleted.
 
 The rule itself (claims, agreement, contradiction, the confidence formula) is
-:mod:`runtime.annotate.enrich`; this module feeds it the neighbours — the scope's stored memories
+:mod:`runtime.annotate.claims`; this module feeds it the neighbours — the scope's stored memories
 (one filtered search, never another scope's) and, in a ``write_many``, the batch's earlier items —
-and turns its :class:`~runtime.annotate.enrich.Judgement` into record fields and link rows.
+and turns its :class:`~runtime.annotate.claims.Judgement` into record fields and link rows.
 """
 
 from __future__ import annotations
@@ -15,7 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from ..annotate.enrich import EnrichConfig, Judgement, LinkKind, judge, link_attributes, linked_ids
+from ..annotate.claims import Judgement, judge
+from ..annotate.enrich import EnrichConfig
+from ..record.links import LinkKind, link_attributes, linked_ids
 from ..record.memir import Flag, MemIR
 from .backend import TenantBackend
 from .filters import MemoryFilter

@@ -14,7 +14,7 @@ from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 from ..retention.decision import DecisionEntry, ItemDecision, MemoryExplanation, RetentionDecision
-from .forgetting import ForgetPlan
+from .forget_plan import ForgetPlan
 
 __all__ = ["ACTIONS", "by_action", "explanation", "finalize", "head_json", "from_rows"]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Annotated, Any, Literal, TypedDict
+from typing import Annotated, Any, Literal, Protocol, TypedDict
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
@@ -17,9 +17,6 @@ from pydantic import ValidationError as PydanticValidationError
 
 from ..errors import FilterError
 from ..record.memir import DialogRole, Id, Sensitivity, SourceType, UTCDateTime
-
-if TYPE_CHECKING:
-    from .sqlite.vector_cache import VectorCache
 
 __all__ = ["RECALL_SENSITIVITY", "FilterFields", "MemoryFilter", "build_filter"]
 
@@ -165,8 +162,9 @@ class MemoryFilter(BaseModel):
         return (" AND ".join(clauses) or "1=1"), params
 
 
-    def mask(self, cache: VectorCache, now: datetime) -> np.ndarray:
-        """The same filter as :meth:`where`, evaluated on a scope's cached columns (bool per row).
+    def mask(self, cache: ColumnView, now: datetime) -> np.ndarray:
+        """The same filter as :meth:`where`, evaluated on a scope's cached columns (bool per row;
+        a backend's in-memory columns, e.g. the SQLite vector cache, are a :class:`ColumnView`).
 
         Must agree with :meth:`where` row for row (a property test checks it); recall re-verifies
         its candidates with :meth:`where` anyway, so a disagreement can only lose rows, never leak.
@@ -206,6 +204,27 @@ class MemoryFilter(BaseModel):
             exp = cache.column("expires_at")
             m &= np.isnan(exp) | (exp > now.timestamp())
         return m
+
+
+class ColumnView(Protocol):
+    """A scope's rows as columns in memory, for :meth:`MemoryFilter.mask` (any backend's cache)."""
+
+    @property
+    def n(self) -> int:
+        """The number of rows."""
+        ...
+
+    def codes(self, name: str, values: Sequence[str]) -> np.ndarray:
+        """The integer codes of ``values`` in a coded column (a value never seen gets a code no row has)."""
+        ...
+
+    def column(self, name: str) -> np.ndarray:
+        """One column, row-aligned: codes for coded columns, floats (NaN = NULL) for the others."""
+        ...
+
+    def tag_mask(self, tags: Sequence[str]) -> np.ndarray:
+        """Rows carrying every one of ``tags``."""
+        ...
 
 
 def build_filter(**kwargs: Any) -> MemoryFilter:

@@ -1,58 +1,52 @@
-"""Forgetting, independent of the backend: the plan, and the placeholder a redacted memory becomes.
+"""Forgetting one memory, completely: every version, its links, its bytes.
 
-Seed 001 pitfall 4: forgetting a memory others were derived from must not leave a dangling chain,
-so with ``cascade="redact"`` it becomes ``[forgotten memory: <reason>]`` with its provenance kept,
-its content, tags, attributes and vector gone. With ``cascade="delete"`` it and everything derived
-from it are deleted. Each backend decides the plan with :func:`decide` from two queries of its own
-(descendants, and which ids something still derives from) and applies it in one transaction.
+1. the arguments checked (a reason is stored, so it is validated and redacted like content);
+2. the plan: the correction chain's ids, and what ``cascade`` does to the memories derived from them
+   (:mod:`.forget_plan`, decided by the tenant without writing);
+3. the corroboration links other memories hold to what is deleted are removed;
+4. the tenant deletes and redacts in one transaction, vectors and caches included, and with
+   ``scrub`` the WAL (SQLite) is checkpointed and truncated so the old bytes leave it too.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
-from ..record.memir import Flag, MemIR, Sensitivity
+from ..errors import ValidationError, check_text
+from .corroboration import unlink
+from .scope_core import ScopeCore
 
-__all__ = ["Cascade", "ForgetPlan", "decide", "placeholder", "placeholder_text"]
+__all__ = ["ForgetReport", "forget"]
 
-Cascade = Literal["redact", "delete"]
+REASON_MAX = 100
 
 
 @dataclass(frozen=True)
-class ForgetPlan:
-    """What forgetting will do: ids deleted and ids turned into redacted placeholders."""
+class ForgetReport:
+    """What :meth:`Scope.forget` did: ids deleted, and ids left as redacted placeholders."""
 
-    deleted: list[str] = field(default_factory=list)
-    redacted: list[str] = field(default_factory=list)
-
-
-def decide(ids: Sequence[str], descendants: Sequence[str], still_cited: Collection[str], cascade: Cascade) -> ForgetPlan:
-    """The plan for forgetting ``ids`` (deduplicated, in order).
-
-    Args:
-        descendants: every memory derived (transitively) from ``ids``, excluding them.
-        still_cited: those of ``ids`` that a memory outside ``ids`` derives from.
-    """
-    ids = list(dict.fromkeys(ids))
-    if cascade == "delete":
-        return ForgetPlan(deleted=ids + list(descendants))
-    if not descendants:
-        return ForgetPlan(deleted=ids)
-    return ForgetPlan(deleted=[i for i in ids if i not in still_cited], redacted=[i for i in ids if i in still_cited])
+    deleted: list[str]
+    redacted: list[str]
 
 
-def placeholder_text(reason: str) -> str:
-    """The content a redacted placeholder keeps."""
-    return f"[forgotten memory: {reason}]"
-
-
-def placeholder(rec: MemIR, reason: str) -> MemIR:
-    """``rec`` as a redacted placeholder: provenance and role kept; content, tags, attributes,
-    sensitivity and expiry gone; flagged ``placeholder``."""
-    flags = sorted(set(rec.metadata.flags) | {Flag.placeholder}, key=lambda f: f.value)
-    return rec.model_copy(update={
-        "content": placeholder_text(reason),
-        "metadata": rec.metadata.model_copy(update={"flags": flags, "sensitivity": Sensitivity.none,
-                                                    "tags": [], "attributes": {}, "expires_at": None})})
+def forget(core: ScopeCore, memory_id: str, *, cascade: Literal["redact", "delete"] = "redact",
+           reason: str = "forgotten", scrub: bool = True, include_versions: bool = True) -> ForgetReport:
+    """Stops 1–4 (see :meth:`runtime.store.scope.Scope.forget` for the arguments and errors)."""
+    if cascade not in ("redact", "delete"):                                                          # 1
+        raise ValidationError(f"cascade must be 'redact' or 'delete', got {cascade!r}", field="cascade")
+    if not isinstance(reason, str) or not reason.strip() or len(reason) > REASON_MAX or "\n" in reason:
+        raise ValidationError(f"reason must be one line of 1–{REASON_MAX} characters", field="reason")
+    if "\x00" in reason:  # otherwise the redaction step below would blame "content"
+        raise ValidationError("reason must not contain NUL characters", field="reason")
+    check_text(reason, "reason")
+    tenant = core.tenant
+    if tenant.tier_of(memory_id) is None:
+        raise core.not_found(memory_id)
+    ids = tenant.versions(memory_id) if include_versions else [memory_id]                            # 2
+    plan = tenant.forget_plan(ids, cascade)
+    reason = core.store.builder.draft(reason.strip(), {}).text  # a reason is stored: redact it too
+    unlink(tenant, plan.deleted)                                                                     # 3
+    tenant.forget(plan, reason=reason, scrub=scrub, wait_s=core.store.config.scrub_wait_s)           # 4
+    core.live().working = None
+    return ForgetReport(deleted=plan.deleted, redacted=plan.redacted)

@@ -19,14 +19,18 @@ Two ways to let the conversation's context shape what a memory means:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 
 import numpy as np
 
 from ..encoders.base import l2_normalize as unit
 from ..errors import ValidationError
+from ..record.memir import Flag, utcnow
+from .filters import MemoryFilter
+from .scope_core import ScopeCore
 
 __all__ = ["DEFAULT_REFRESH_WEIGHT", "RefreshReport", "check_weight", "mix_query", "refresh_marker",
-           "refreshed_vectors"]
+           "refresh_scope", "refreshed_vectors"]
 
 DEFAULT_REFRESH_WEIGHT = 0.3
 """``w`` of ``Scope.refresh``: the session centroid counts 0.3 against the memory's own text, so the
@@ -87,3 +91,49 @@ def refreshed_vectors(own: np.ndarray, sessions: list[str], members: dict[str, n
     cent = {s: unit(m.mean(axis=0)) for s, m in members.items()}
     mix = np.stack([cent[s] for s in sessions]) if sessions else np.zeros_like(own)
     return unit(unit(own) + weight * mix)
+
+
+def refresh_scope(core: ScopeCore, *, older_than_days: float, weight: float, now: datetime | None, batch_size: int,
+                  dry_run: bool) -> RefreshReport:
+    """Re-encode a scope's old memories with their session context (see :meth:`runtime.store.scope.Scope.refresh`)."""
+    if isinstance(older_than_days, bool) or not isinstance(older_than_days, (int, float)) \
+            or not 0 <= float(older_than_days) < 1e6:
+        raise ValidationError(f"older_than_days must be a number of days >= 0, got {older_than_days!r}",
+                              field="older_than_days")
+    w = check_weight(weight, "weight", upper=10.0)
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValidationError(f"batch_size must be a positive int, got {batch_size!r}", field="batch_size")
+    now = now or utcnow()
+    tenant, emb = core.tenant, core.store.embedder
+    marker = refresh_marker(emb.encoder_id, w)
+    old = [r for r in tenant.select(MemoryFilter(tier="any", include_expired=True,
+                                                 until=now - timedelta(days=float(older_than_days))), now)
+           if Flag.placeholder not in r.metadata.flags]
+    in_session = [r for r in old if r.provenance.session_id is not None]
+    marks = tenant.refresh_marks([r.id for r in in_session])
+    todo = [r for r in in_session if marks.get(r.id) != marker]
+    already = len(in_session) - len(todo)
+    sessions = sorted({str(r.provenance.session_id) for r in todo})
+    members: dict[str, np.ndarray] = {}
+    own: dict[str, np.ndarray] = {}
+    if todo and not dry_run:
+        every = [r for r in tenant.select(MemoryFilter(tier="any", include_expired=True, sessions=sessions), now)
+                 if Flag.placeholder not in r.metadata.flags]
+        texts = [r.content for r in every]
+        vecs = np.vstack([np.asarray(emb.encode(texts[i:i + batch_size]), dtype=np.float32)
+                          for i in range(0, len(texts), batch_size)])
+        own = {r.id: vecs[i] for i, r in enumerate(every)}
+        rows: dict[str, list[int]] = {}
+        for i, r in enumerate(every):
+            rows.setdefault(str(r.provenance.session_id), []).append(i)
+        members = {sid: vecs[rows[sid]] for sid in sessions if sid in rows}
+        todo = [r for r in todo if r.id in own]  # placeholders made meanwhile are left alone
+    done: list[str] = [r.id for r in todo] if dry_run else []
+    if not dry_run:
+        for i in range(0, len(todo), batch_size):
+            chunk = todo[i:i + batch_size]
+            new = refreshed_vectors(np.stack([own[r.id] for r in chunk]),
+                                    [str(r.provenance.session_id) for r in chunk], members, w)
+            done += tenant.put_refreshed([(r.id, v) for r, v in zip(chunk, new)], marker)
+    return RefreshReport(refreshed=done, already=already, no_session=len(old) - len(in_session),
+                         marker=marker, dry_run=dry_run)

@@ -1,4 +1,4 @@
-"""The memory store: one SQLite file, every read and write through a user scope.
+"""The memory store: an SQLite file or a PostgreSQL database, every read and write through a user scope.
 
 Example:
     >>> from runtime import MemoryStore
@@ -50,10 +50,11 @@ def _default_embedder() -> Embedder:
 
 
 class MemoryStore:
-    """A memir store backed by one SQLite file (or ``":memory:"``).
+    """A memir store backed by an SQLite file (or ``":memory:"``) or a PostgreSQL database
+    (``postgresql://...``; the ``postgres`` extra).
 
     Use :meth:`open`; work through :meth:`scope`. Thread-safe; several processes may open the same
-    file (WAL + busy timeout).
+    SQLite file (WAL + busy timeout), and many the same PostgreSQL database (a connection pool each).
     """
 
     def __init__(self, db: StoreBackend, embedder: LazyEmbedder, config: StoreConfig) -> None:

@@ -19,8 +19,9 @@ from pydantic import BaseModel, ConfigDict
 from ..record.memir import Flag, MemIR
 from ..retention.decision import Action, ItemDecision, RetentionDecision
 from ..retention.solver import Reason
+from .backend import TenantBackend
 
-__all__ = ["MemoriesAt", "MemoryAt", "memories_at"]
+__all__ = ["stored_memories_at", "MemoriesAt", "MemoryAt", "memories_at"]
 
 TierAfter = Literal["working", "archive", "deleted", "redacted", "not_written"]
 _TIER_AFTER: dict[str, TierAfter] = {"keep": "working", "write": "working", "archive": "archive",
@@ -109,3 +110,13 @@ def _item(mid: str, it: ItemDecision, found: tuple[MemIR, str] | None) -> Memory
                     tier_now=tier if now != "deleted" else None,  # type: ignore[arg-type]
                     kept=it.kept, action=it.action, reason=it.reason, utility=it.utility,
                     model_utility=it.model_utility, record=rec)
+
+
+def stored_memories_at(tenant: TenantBackend, decision: RetentionDecision) -> MemoriesAt:
+    """:func:`memories_at` of ``decision``, with every item it saw looked up in ``tenant``."""
+    stored: dict[str, tuple[MemIR, str]] = {}
+    for mid in decision.items:
+        rec, tier = tenant.get(mid), tenant.tier_of(mid)
+        if rec is not None and tier is not None:
+            stored[mid] = (rec, tier)
+    return memories_at(decision, stored)

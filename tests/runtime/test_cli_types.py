@@ -13,7 +13,7 @@ import runtime.cli as cli
 from runtime.cli import EXIT, build_parser, main
 from runtime.encoders import HashEmbedder
 from runtime.store import MemoryStore
-from tests.runtime.annotate.test_discovery import seed_scopes
+from tests.runtime.store.test_discovery import seed_scopes
 
 
 @pytest.fixture

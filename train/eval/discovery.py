@@ -5,7 +5,7 @@ into one store (real encoder by default), and ``n_planted`` memories of a catego
 warranty claims, phrased many ways — are slipped into the first user's stream at random positions.
 They carry what the neighbouring events carry (sub-role, session, time) and the tags every event
 of the episode has, so no existing sub_role, source_type or tag singles them out. Then
-:func:`runtime.annotate.discovery.discover_types` runs on that user's scope and we measure:
+:func:`runtime.store.discovery.discover_types` runs on that user's scope and we measure:
 
 - **purity**: share of the *surfaced* cluster (the undescribed cluster holding the most planted
   memories) that is planted;
@@ -17,7 +17,7 @@ of the episode has, so no existing sub_role, source_type or tag singles them out
   reports that cluster as described (by the new tag), and the other user's scope is untouched.
 
 Example:
-    python -m train.evaluate discovery --out reports/discovery.json      # + reports/discovery.png
+    python -m train.eval discovery --out reports/discovery.json      # + reports/discovery.png
 """
 
 from __future__ import annotations
@@ -30,11 +30,11 @@ from typing import Any
 import numpy as np
 
 from runtime.annotate.assembler import AssemblerConfig
-from runtime.annotate.discovery import apply_type, discover_types
 from runtime.annotate.sessions import SessionConfig
 from runtime.encoders import Embedder
 from runtime.record import MemIR
 from runtime.store import MemoryStore, StoreConfig
+from runtime.store.discovery import apply_type, discover_types
 
 from ..simulate import Event, SimConfig, generate
 

@@ -39,8 +39,8 @@ from typing import Any
 import numpy as np
 
 from runtime import MemIR, MemoryStore, RetentionPolicy, SummaryPolicy
+from runtime.annotate.summary import split_sentences
 from runtime.retention import extract_summary, key_facts
-from runtime.retention.summary import split_sentences
 from runtime.scoring import Scorer
 
 from ..lme.reader import LmeQuestion

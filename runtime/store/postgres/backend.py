@@ -12,7 +12,7 @@ import numpy as np
 from ...record.memir import MemIR, RoleContext
 from ...retention.decision import MemoryExplanation, RetentionDecision
 from ..filters import MemoryFilter
-from ..forgetting import Cascade, ForgetPlan
+from ..forget_plan import Cascade, ForgetPlan
 from ..ranking import RankWeights, SearchResult
 from . import decisions as _decisions
 from . import forget as _forget

@@ -19,7 +19,7 @@ from ...errors import NotFoundError
 from ...record.memir import MemIR
 from ...retention.decision import MemoryExplanation, RetentionDecision
 from ..decision_log import explanation, finalize, from_rows, head_json
-from ..forgetting import ForgetPlan
+from ..forget_plan import ForgetPlan
 from ..tiers import is_promotion
 from . import forget as _forget
 from .tenant import PgTenant, lock_rows

@@ -1,6 +1,6 @@
 """Forgetting memories in a PostgreSQL scope: the two queries a plan needs, and applying it.
 
-The plan and the placeholder are backend-independent (:mod:`runtime.store.forgetting`).
+The plan and the placeholder are backend-independent (:mod:`runtime.store.forget_plan`).
 :func:`execute` applies a plan inside the caller's scoped transaction (so a retention decision
 forgets as part of its own all-or-nothing write); :func:`run` applies it on its own and, with
 ``scrub``, rewrites the tables so the deleted bytes leave the table files (``PgDB.scrub``).
@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ..forgetting import Cascade, ForgetPlan, decide, placeholder, placeholder_text
+from ..forget_plan import Cascade, ForgetPlan, decide, placeholder, placeholder_text
 from ..rows import body_json
 from .tenant import PgTenant, lock_rows
 

@@ -18,8 +18,8 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from ...annotate.enrich import LinkKind, with_link, without_links
 from ...errors import EncoderMismatchError, ValidationError
+from ...record.links import LinkKind, with_link, without_links
 from ...record.memir import Flag, MemIR
 from ..backend import LoggedDecision, ScopeLogs, ScopeRow, StoredRow
 from ..filters import MemoryFilter

@@ -1,6 +1,6 @@
 """Forgetting memories in an SQLite store: the two queries a plan needs, and applying it.
 
-The plan and the placeholder are backend-independent (:mod:`runtime.store.forgetting`). A
+The plan and the placeholder are backend-independent (:mod:`runtime.store.forget_plan`). A
 redacted placeholder's freed cells are zeroed (``secure_delete``) and the WAL is checkpointed so
 the old page images leave it too. :func:`plan` decides (read-only: what a dry run reports);
 :func:`execute` applies a plan inside the caller's transaction, so a retention decision can forget
@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..forgetting import Cascade, ForgetPlan, decide, placeholder, placeholder_text
+from ..forget_plan import Cascade, ForgetPlan, decide, placeholder, placeholder_text
 from ..rows import body_json
 from .tenant import SqliteTenant
 

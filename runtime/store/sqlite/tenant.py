@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from ...annotate.enrich import LinkKind, with_link, without_links
 from ...errors import EncoderMismatchError, ValidationError
+from ...record.links import LinkKind, with_link, without_links
 from ...record.memir import Flag, MemIR
 from .. import tiers
 from ..backend import LoggedDecision, ScopeLogs, ScopeRow, StoredRow
@@ -192,7 +192,7 @@ class SqliteTenant:
 
     def _link(self, conn: sqlite3.Connection, links: Sequence[tuple[str, str, LinkKind]]) -> None:
         """Inside a write transaction: each ``(stored id, new id, kind)`` links the stored memory of this
-        scope to the new one (``runtime.annotate.enrich.with_link``; the JSON body only, so the caches
+        scope to the new one (``runtime.record.links.with_link``; the JSON body only, so the caches
         keep their epoch). Other scopes' ids match nothing."""
         by_target: dict[str, list[tuple[str, LinkKind]]] = {}
         for target, new_id, kind in links:
@@ -220,7 +220,7 @@ class SqliteTenant:
 
     def drop_links(self, memory_ids: Sequence[str], gone: Sequence[str]) -> int:
         """Remove the ids ``gone`` from the links of this scope's memories ``memory_ids`` (``related`` and
-        the link attributes; ``runtime.annotate.enrich.without_links``) in one transaction; returns how many changed."""
+        the link attributes; ``runtime.record.links.without_links``) in one transaction; returns how many changed."""
         if not memory_ids or not gone:
             return 0
         changed = 0

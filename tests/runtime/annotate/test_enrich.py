@@ -10,21 +10,19 @@ import numpy as np
 import pytest
 
 from runtime.annotate.assembler import AgentContext, AssemblerConfig, ContextAssembler
+from runtime.annotate.claims import claim_of, corroborated_confidence, judge
 from runtime.annotate.enrich import (
     DEFAULT_TONE_EXAMPLES,
     EnrichConfig,
     Enricher,
     ToneResult,
-    claim_of,
-    corroborated_confidence,
     extract_entities,
     intent_of,
-    judge,
-    with_link,
 )
 from runtime.encoders import HashEmbedder
 from runtime.errors import ValidationError
 from runtime.record import Flag, MemIR, RecordBuilder
+from runtime.record.links import with_link
 from tests.runtime.annotate.enrich_cases import ENTITY_DEV, ENTITY_TEST, TONE_DEV, TONE_TEST
 
 

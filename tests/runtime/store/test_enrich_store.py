@@ -11,7 +11,8 @@ import pytest
 from conftest import file_bytes
 
 from runtime import AssemblerConfig, MemoryStore, StoreConfig
-from runtime.annotate.enrich import EnrichConfig, corroborated_confidence
+from runtime.annotate.claims import corroborated_confidence
+from runtime.annotate.enrich import EnrichConfig
 from runtime.record import Flag
 
 ON = StoreConfig(annotate=AssemblerConfig(enrich=EnrichConfig(tone=True, entities=True, corroborate=True)))

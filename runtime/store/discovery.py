@@ -45,7 +45,7 @@ from ..install import pip_extra
 from ..record.memir import MemIR
 
 if TYPE_CHECKING:
-    from ..store.scope import Scope
+    from .scope import Scope
 
 __all__ = ["DiscoveredType", "DiscoveryParams", "Exemplar", "LabelFit", "TypeReport", "apply_type",
            "discover_types", "find_type"]

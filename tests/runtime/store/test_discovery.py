@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from runtime import MemoryStore
-from runtime.annotate.discovery import apply_type, discover_types, find_type
 from runtime.errors import FilterError, MissingDependencyError, NotFoundError, ValidationError
+from runtime.store.discovery import apply_type, discover_types, find_type
 from tests.conftest import EMBED_DIM
 
 

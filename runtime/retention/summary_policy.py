@@ -1,5 +1,6 @@
-"""Session summaries (seed 000 §5.1.4, seed 001 §3.2 "post-hoc summary"): the policy and the
-extractive summariser. No LLM is needed on any path.
+"""The summary policy (seed 000 §5.1.4, seed 001 §3.2 "post-hoc summary"): whether and how a closing
+session is summarised, and the keep rule between a summary and its sources. The summariser itself
+is :mod:`runtime.annotate.summary`; the closing :mod:`runtime.store.session_close`.
 
 When a session closes and :class:`SummaryPolicy` is enabled, the scope ranks the session's turns
 by utility (the scope's scorer, through :class:`~runtime.retention.RetentionPlan`), and
@@ -21,32 +22,21 @@ Example:
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-import numpy as np
-
+from ..annotate.summary import SUMMARY_TAG
 from ..errors import ValidationError
 from ..record.memir import MemIR
 from .rules import ImpliesRule, Match
 
-__all__ = ["KeepRule", "SUMMARY_SOURCE", "SUMMARY_TAG", "Summarizer", "SummaryPolicy", "extract_summary",
-           "key_facts", "split_sentences"]
+__all__ = ["KeepRule", "Summarizer", "SummaryPolicy"]
 
 KeepRule = Literal["summary_needs_sources", "sources_need_summary"]
 Summarizer = Callable[[list[MemIR]], str]
 """An optional summariser hook (e.g. an LLM): the selected turns (time order) -> summary text. Its
 output is written through the normal record builder, so it is validated and redacted."""
-
-SUMMARY_TAG = "summary"
-SUMMARY_SOURCE = "memir:summary"
-
-_SENT = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9])|\n+")
-_NUM = re.compile(r"(?<!\w)\d[\d,.:/%-]*\d(?!\w)|(?<!\w)\d(?!\w)")
-_WORD = re.compile(r"[A-Za-z][A-Za-z'’-]*")
-_ID = re.compile(r"\b(?=[\w-]*\d)\w[\w-]*\w\b|\b[A-Z]{2,}\b")
 
 
 @dataclass(frozen=True)
@@ -101,54 +91,3 @@ class SummaryPolicy:
                                                "then": Match(tags=[SUMMARY_TAG]), "relation": "derived_from",
                                                "direction": "derived"})
         return None
-
-
-def split_sentences(text: str) -> list[str]:
-    """Sentences of ``text`` (split after ``.!?`` before a capital/digit, and at line breaks), stripped."""
-    return [s.strip() for s in _SENT.split(text) if s and s.strip()]
-
-
-def key_facts(text: str) -> set[str]:
-    """The verbatim facts of a text: numbers (``40``, ``3.5``, ``2023/05/20``), ids and codes (any
-    token with a digit, all-caps acronyms), and capitalised words that do not start a sentence
-    (names, places, products)."""
-    out = set(_NUM.findall(text)) | set(_ID.findall(text))
-    for sent in split_sentences(text):
-        words = _WORD.findall(sent)
-        out |= {w for w in words[1:] if w[0].isupper() and w not in ("I", "I'm", "I've", "I'd", "I'll")}
-    return out
-
-
-def extract_summary(turns: Sequence[MemIR], utility: np.ndarray, policy: SummaryPolicy) -> tuple[str, list[str]]:
-    """The extractive summary of one session: ``(text, ids of the turns it copied from)``.
-
-    Turns are ranked by utility (ties: earlier first) and the top ``max_turns`` are read. Their
-    sentences are taken in rank order — within a turn, sentences with more :func:`key_facts` first,
-    then in position — while the summary stays within ``max_sentences`` and ``max_chars`` (a
-    sentence that does not fit is skipped; a first sentence longer than ``max_chars`` is cut at a
-    word boundary). The chosen sentences are emitted in time order, copied verbatim.
-    """
-    u = np.asarray(utility, dtype=np.float64)
-    order = sorted(range(len(turns)), key=lambda i: (-u[i], i))[:policy.max_turns]
-    chosen: list[tuple[int, int, str]] = []
-    used = 0
-    for i in order:
-        if len(chosen) >= policy.max_sentences:
-            break
-        sents = split_sentences(turns[i].content)
-        ranked = sorted(range(len(sents)), key=lambda j: (-len(key_facts(sents[j])), j))
-        for j in ranked:
-            if len(chosen) >= policy.max_sentences:
-                break
-            s = sents[j]
-            if not chosen and len(s) > policy.max_chars:
-                s = s[:policy.max_chars].rsplit(" ", 1)[0]
-            cost = len(s) + (1 if chosen else 0)  # the separating space
-            if used + cost > policy.max_chars:
-                continue
-            chosen.append((i, j, s))
-            used += cost
-    chosen.sort()
-    text = " ".join(s for _, _, s in chosen)
-    sources = list(dict.fromkeys(turns[i].id for i, _, _ in chosen))
-    return text, sources

@@ -728,11 +728,17 @@ def _kind(e: BaseException) -> str:
     return "internal"
 
 
+def _printable(text: str) -> str:
+    """``text`` on one line: control characters (a newline in a hostile path) shown escaped."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def _one_line(e: BaseException) -> str:
     if isinstance(e, CliError):
-        return f"{e.what} — {e.fix}" if e.fix else e.what
+        return _printable(f"{e.what} — {e.fix}" if e.fix else e.what)
     if isinstance(e, OSError) and not isinstance(e, MemirError):
-        return f"{e.strerror or e}: {e.filename or ''} — check the path and its permissions".replace(":  —", " —")
+        return _printable(f"{e.strerror or e}: {e.filename or ''} — check the path and its permissions"
+                          .replace(":  —", " —"))
     msg = " ".join(str(e).split())
     if not isinstance(e, MemirError):
         return f"internal error ({type(e).__name__}: {msg}) — rerun with --debug and report it"

@@ -168,6 +168,7 @@ def test_every_failure_is_one_line_a_distinct_code_and_changes_nothing(db: Path,
         (["snapshot", str(db), "--user", "u42", "-o", str(tmp_path / "no" / "dir" / "x.jsonl")], "missing",
          "output directory"),
         (["score", str(tmp_path / "nope.jsonl"), "-o", str(tmp_path / "o.jsonl")], "missing", "no dump at"),
+        (["score", "\n", "-o", str(tmp_path / "o.jsonl")], "missing", "no dump at \\n"),  # control chars escaped
         (["score", str(tmp_path / "notes.txt"), "-o", str(tmp_path / "no" / "o.jsonl")], "missing",
          "output directory"),
         (["retain", str(db), "--user", "u42", "--capacity", "3", "--model", str(tmp_path / "nomodel.onnx")],

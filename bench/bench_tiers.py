@@ -10,7 +10,7 @@ order within each query (the machine is noisy: the baseline, float32, runs side 
 Reported per backend and format: stored vector bytes per archived memory, the time to archive them
 all (the retain call), archive recall p50 / p90, and the ratios to float32 in the same run.
 Writes ``reports/bench_tiers.json`` and ``.png``. The recall cost of the formats (how often the
-top-10 changes) is ``python -m train.evaluate tiers``.
+top-10 changes) is ``python -m train.eval tiers``.
 """
 
 from __future__ import annotations

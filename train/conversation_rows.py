@@ -32,7 +32,7 @@ from runtime.encoders import Embedder
 from runtime.scoring import Scorer
 from runtime.scoring.baselines import LongestUserScorer, RecencyScorer
 
-from .eval.oracle import HindsightOracle
+from .oracle import HindsightOracle
 from .stream import StreamDecision, StreamTurn, stored_texts, stream_conversation
 
 __all__ = ["COLLECT_POLICIES", "FIRST_JUDGEMENT", "ConversationRows", "RowConfig", "conversation_rows", "stack"]

@@ -43,7 +43,7 @@ class StoreConfig:
         cold_vectors: how the cold tier (``archive``) stores vectors: ``int8`` (default; 388 bytes
             for 384 dims, a quarter of float32), ``float16`` or ``float32`` (no compression).
             Working memories always keep float32. :mod:`runtime.store.tiers`; the recall cost is
-            measured by ``python -m train.evaluate tiers``.
+            measured by ``python -m train.eval tiers``.
         promote_on_access: a recall (with ``update_usage``) that returns an archived memory moves it
             back to the working tier, vector back at float32, by a logged decision (trigger
             ``access:recall``). Superseded versions and memories past their TTL are never promoted.

@@ -1,11 +1,11 @@
-"""`python -m train.evaluate card` records a report's figures in a model card, with their data."""
+"""`python -m train.eval card` records a report's figures in a model card, with their data."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from train.evaluate import main
+from train.eval.cli import main
 
 
 def test_card_records_recall_per_policy_and_capacity_with_its_data(tmp_path: Path) -> None:

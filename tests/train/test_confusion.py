@@ -10,8 +10,8 @@ import pytest
 
 from runtime.encoders import HashEmbedder
 from runtime.errors import MemirError
+from train.eval.cli import main
 from train.eval.confusion import Item, Probe, evaluate_confusion, generate, metrics, near_duplicate_share
-from train.evaluate import main
 
 
 def test_generator_is_deterministic_and_shaped() -> None:

@@ -1,4 +1,4 @@
-"""The cold-tier evaluation (``python -m train.evaluate tiers``) end to end on a tiny LongMemEval-layout file."""
+"""The cold-tier evaluation (``python -m train.eval tiers``) end to end on a tiny LongMemEval-layout file."""
 
 from __future__ import annotations
 

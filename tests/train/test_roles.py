@@ -1,4 +1,4 @@
-"""``python -m train.roles``: a tiny simulator + support-desk sample trains, exports, and the runtime
+"""``python -m train.fit.roles``: a tiny simulator + support-desk sample trains, exports, and the runtime
 loader reads the result back (labels, card, checksum)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import numpy as np
 
 from runtime.encoders import HashEmbedder
 from runtime.scoring.roles import RoleWeigher
-from train.roles import build_data, main, support_desk, train_and_export
+from train.fit.roles import build_data, main, support_desk, train_and_export
 
 
 def test_the_splits_share_labels_but_no_text() -> None:

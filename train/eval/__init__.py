@@ -1,2 +1,2 @@
 """Evaluation of retention policies on the production path: held-out simulated families, real
-conversations, the hindsight oracle, and the Markdown/plot report (``python -m train.evaluate``)."""
+conversations, the hindsight oracle, and the Markdown/plot report (``python -m train.eval``)."""

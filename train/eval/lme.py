@@ -33,9 +33,9 @@ from runtime.scoring import Scorer
 
 from ..lme.protocol import capacity_for, lme_turns
 from ..lme.reader import QUESTION_TYPES, LmeQuestion, iter_lme
+from ..oracle import HindsightOracle
 from ..stream import StreamDecision, StreamTurn, stored_texts, stream_conversation
-from .oracle import HindsightOracle
-from .parallel import ordered_map
+from ..workers import ordered_map
 
 __all__ = ["LME_CAPACITIES", "LME_POLICIES", "LmeRun", "LmeSummary", "evaluate_lme", "lme_oracle", "lme_table",
            "replay_question", "token_budget_for"]
@@ -214,7 +214,7 @@ def evaluate_lme(questions: Iterable[LmeQuestion], make_scorer: Callable[[str, L
         out: the JSON file (written to a temporary file beside it, renamed at the end).
         args: recorded in the output.
         total: number of questions, for the progress bar.
-        workers: processes replaying questions side by side (:func:`~train.eval.parallel.ordered_map`;
+        workers: processes replaying questions side by side (:func:`~train.workers.ordered_map`;
             results and the output keep the question order).
     """
     summary = LmeSummary()

@@ -25,39 +25,19 @@ from runtime.scoring import Scorer, UtilityScorer, make_baseline
 from utilitynet.export import export_onnx
 from utilitynet.features import spec_for
 
-from ..conversation_rows import ConversationRows, RowConfig, stack
+from ..conversation_rows import ConversationRows, stack
 from ..dataset.groups import FitData, session_segments
-from ..embedcache import CachedEmbedder, cached_embedder
+from ..embedcache import cached_embedder
 from ..lme.folds import fold_of, groups
 from ..lme.protocol import lme_turns
 from ..lme.reader import LmeQuestion, iter_lme
-from ..lme.rows import question_rows
+from ..lme.rows import ensure_rows, load_rows, rows_path
 from ..stream import stored_texts
+from ..workers import ordered_map, progress_bar
 from .bow import BowScorer
 from .lme import LmeRun, LmeSummary, lme_oracle, question_vectors, replay_question
-from .locomo import progress_bar
-from .parallel import ordered_map
 
-__all__ = ["ensure_rows", "load_rows", "rows_path", "run_cv"]
-
-
-def rows_path(rows_dir: Path, qid: str) -> Path:
-    return rows_dir / f"{qid}.npz"
-
-
-def load_rows(path: Path) -> ConversationRows:
-    z = np.load(path, allow_pickle=False)
-    return ConversationRows(str(z["conversation_id"]), z["X"], z["y"], z["w"], z["tag"].tolist(), z["item_ids"].tolist(),
-                            z["decision"], z["step"], z["session"].tolist(), z["kept"])
-
-
-def _save_rows(path: Path, r: ConversationRows) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp.npz")
-    np.savez(tmp, conversation_id=np.array(r.conversation_id), X=r.X, y=r.y, w=r.w, tag=np.array(r.tag, dtype=str),
-             item_ids=np.array(r.item_ids, dtype=str), decision=r.decision, step=r.step,
-             session=np.array(r.session, dtype=str), kept=r.kept)
-    tmp.replace(path)
+__all__ = ["run_cv"]
 
 
 def rows_fit_data(rows: Sequence[ConversationRows]) -> FitData:
@@ -67,26 +47,6 @@ def rows_fit_data(rows: Sequence[ConversationRows]) -> FitData:
     g = np.concatenate([np.full(len(r.y), n) for n, r in enumerate(parts)])
     return FitData(block.X, block.y, block.w, g, block.decision, session_segments(block.decision, block.session),
                    block.kept)
-
-
-def ensure_rows(file: str | Path, emb: CachedEmbedder, rows_dir: Path, cfg: RowConfig = RowConfig(), *,
-                progress: bool = True, total: int | None = None, workers: int = 1) -> None:
-    """Compute and cache the training rows of every question that has none yet (on ``workers``
-    processes; each question's file is written atomically, so an interrupted run resumes)."""
-    bar = progress_bar(total or 0, "lme rows", progress)
-
-    def one(q: LmeQuestion) -> None:
-        _save_rows(rows_path(rows_dir, q.question_id), question_rows(q, emb, cfg))
-        emb.save()
-
-    todo = (q for q in iter_lme(file) if not rows_path(rows_dir, q.question_id).is_file())
-    if bar is not None and rows_dir.is_dir():
-        bar.update(len(list(rows_dir.glob("*.npz"))))
-    for _ in ordered_map(one, todo, workers):
-        if bar is not None:
-            bar.update(1)
-    if bar is not None:
-        bar.close()
 
 
 def sim_rows(preset: str, emb: Any, cache: Path) -> FitData:

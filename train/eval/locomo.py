@@ -17,6 +17,7 @@ from runtime.scoring import Scorer
 
 from ..locomo.reader import RECALL_CATEGORIES, Conversation, load_locomo
 from ..locomo.replay import ConversationRun, locomo_oracle, replay_conversation
+from ..workers import progress_bar
 
 __all__ = ["DEFAULT_LOCOMO", "LOCOMO_POLICIES", "LOO_FIT", "evaluate_locomo", "load_all", "locomo_payload",
            "locomo_policy", "locomo_table", "loo_locomo", "summarize_locomo", "progress_bar", "write_json",
@@ -26,13 +27,6 @@ LOCOMO_POLICIES = ("utilitynet", "recency", "lru", "random", "longest", "generat
                    "memoryos", "oracle")
 SIM_POLICIES = LOCOMO_POLICIES
 DEFAULT_LOCOMO = Path(__file__).resolve().parents[3] / "shared" / "data" / "locomo" / "locomo-dev.json"
-
-
-def progress_bar(total: int, desc: str, progress: bool) -> Any:
-    if not progress:
-        return None
-    from tqdm import tqdm
-    return tqdm(total=total, desc=desc, unit="run", leave=False, file=sys.stderr)
 
 
 def locomo_policy(name: str, conv: Conversation, model: str | None) -> Scorer:
@@ -221,5 +215,5 @@ def loo_locomo(convs: Sequence[Conversation], capacities: Sequence[float], emb: 
 
 
 def locomo_payload(runs: Sequence[ConversationRun], args: dict[str, Any]) -> dict[str, Any]:
-    """The JSON written by ``python -m train.evaluate locomo``."""
+    """The JSON written by ``python -m train.eval locomo``."""
     return {"args": args, "runs": [r.to_dict() for r in runs], "summary": summarize_locomo(runs)}

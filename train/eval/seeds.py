@@ -1,6 +1,6 @@
 """One table and one figure for the seed features' evaluations (issue 15), built from their reports.
 
-Each evaluation is its own command and writes its own JSON (``python -m train.evaluate summaries``,
+Each evaluation is its own command and writes its own JSON (``python -m train.eval summaries``,
 ``tiers``, ``discovery``, ``confusion``); :func:`seeds_table` reads those measured reports — it
 computes nothing and hard-codes nothing — and :func:`plot_seeds` draws the four side by side.
 A report that is missing is named in the table with the command that makes it.
@@ -17,10 +17,10 @@ from .report import save_figure
 __all__ = ["REPORTS", "load_reports", "plot_seeds", "seeds_table"]
 
 REPORTS = {
-    "summaries": "python -m train.evaluate summaries --out reports/summaries.json",
-    "tiers": "python -m train.evaluate tiers --out reports/tiers.json",
-    "discovery": "python -m train.evaluate discovery --out reports/discovery.json",
-    "confusion": "python -m train.evaluate confusion --out reports/confusion.json",
+    "summaries": "python -m train.eval summaries --out reports/summaries.json",
+    "tiers": "python -m train.eval tiers --out reports/tiers.json",
+    "discovery": "python -m train.eval discovery --out reports/discovery.json",
+    "confusion": "python -m train.eval confusion --out reports/confusion.json",
 }
 
 

@@ -18,7 +18,7 @@ every rank reads the same rows, Lightning's DDP splits the batches, and rank 0 e
 
 The result is ``OUT/utilitynet.onnx`` (with the feature spec in its metadata) and ``OUT/fit.json``;
 promote it by copying it over ``checkpoints/utilitynet.onnx`` once you have compared it
-(``python -m train.evaluate``), or set ``$MEMIR_MODEL``.
+(``python -m train.eval``), or set ``$MEMIR_MODEL``.
 """
 
 from __future__ import annotations

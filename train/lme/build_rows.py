@@ -22,9 +22,9 @@ from pathlib import Path
 
 from ..conversation_rows import RowConfig
 from ..embedcache import cached_embedder
-from ..eval.lme_cv import ensure_rows, load_rows, rows_path
 from .folds import fold_of, groups
 from .reader import iter_lme
+from .rows import ensure_rows, load_rows, rows_path
 from .shipped import write_shipped
 
 

@@ -15,15 +15,19 @@ the labels; no feature reads them.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 from runtime.encoders import Embedder
 
 from ..conversation_rows import ConversationRows, RowConfig, conversation_rows
+from ..embedcache import CachedEmbedder
+from ..workers import ordered_map, progress_bar
 from .protocol import lme_turns
-from .reader import LmeQuestion
+from .reader import LmeQuestion, iter_lme
 
-__all__ = ["question_rows", "superseded_values", "unlabeled_turns"]
+__all__ = ["ensure_rows", "load_rows", "question_rows", "rows_path", "superseded_values", "unlabeled_turns"]
 
 
 def question_rows(q: LmeQuestion, emb: Embedder, cfg: RowConfig = RowConfig(), *,
@@ -57,3 +61,43 @@ def superseded_values(q: LmeQuestion) -> dict[str, set[str]]:
         return {}
     latest = set(by_session[-1])
     return {i: latest for ids in by_session[:-1] for i in ids}
+
+
+# ---------------------------------------------------------------------------- the per-question cache
+def rows_path(rows_dir: Path, qid: str) -> Path:
+    return rows_dir / f"{qid}.npz"
+
+
+def load_rows(path: Path) -> ConversationRows:
+    z = np.load(path, allow_pickle=False)
+    return ConversationRows(str(z["conversation_id"]), z["X"], z["y"], z["w"], z["tag"].tolist(), z["item_ids"].tolist(),
+                            z["decision"], z["step"], z["session"].tolist(), z["kept"])
+
+
+def _save_rows(path: Path, r: ConversationRows) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp.npz")
+    np.savez(tmp, conversation_id=np.array(r.conversation_id), X=r.X, y=r.y, w=r.w, tag=np.array(r.tag, dtype=str),
+             item_ids=np.array(r.item_ids, dtype=str), decision=r.decision, step=r.step,
+             session=np.array(r.session, dtype=str), kept=r.kept)
+    tmp.replace(path)
+
+
+def ensure_rows(file: str | Path, emb: CachedEmbedder, rows_dir: Path, cfg: RowConfig = RowConfig(), *,
+                progress: bool = True, total: int | None = None, workers: int = 1) -> None:
+    """Compute and cache the training rows of every question that has none yet (on ``workers``
+    processes; each question's file is written atomically, so an interrupted run resumes)."""
+    bar = progress_bar(total or 0, "lme rows", progress)
+
+    def one(q: LmeQuestion) -> None:
+        _save_rows(rows_path(rows_dir, q.question_id), question_rows(q, emb, cfg))
+        emb.save()
+
+    todo = (q for q in iter_lme(file) if not rows_path(rows_dir, q.question_id).is_file())
+    if bar is not None and rows_dir.is_dir():
+        bar.update(len(list(rows_dir.glob("*.npz"))))
+    for _ in ordered_map(one, todo, workers):
+        if bar is not None:
+            bar.update(1)
+    if bar is not None:
+        bar.close()

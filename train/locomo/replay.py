@@ -29,7 +29,7 @@ import numpy as np
 from runtime.encoders import Embedder
 from runtime.scoring import Scorer
 
-from ..eval.oracle import HindsightOracle
+from ..oracle import HindsightOracle
 from ..stream import StreamDecision, StreamTurn, stored_texts, stream_conversation
 from .protocol import capacity_for, evidence_counts
 from .reader import RECALL_CATEGORIES, Conversation, parse_session_datetime
@@ -91,7 +91,7 @@ class ConversationRun:
     seconds: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON row of ``train.evaluate locomo`` (no decisions)."""
+        """The JSON row of ``python -m train.eval locomo`` (no decisions)."""
         return {"policy": self.policy, "capacity": self.capacity, "sample_id": self.sample_id, "K": self.K,
                 "n_turns": self.n_turns, "kept": self.kept, "recall": self.recall,
                 "by_category": self.by_category, "n_pairs": self.n_pairs, "hits": self.hits,

@@ -22,11 +22,11 @@ from runtime.errors import DataIntegrityError, EncoderMismatchError, ModelNotFou
 from runtime.record import RoleContext
 from runtime.scoring.roles import RoleWeigher, context_vector, default_role_model_path
 from runtime.store.ranking import RankWeights, ScoreBreakdown, format_context, score
-from train.roles import export_onnx
+from train.fit.roles import export_onnx
 
 ROOT = Path(__file__).resolve().parents[3]
 SHIPPED = ROOT / "checkpoints" / "role_weights.onnx"
-shipped = pytest.mark.skipif(not SHIPPED.is_file(), reason="no role model exported (python -m train.roles)")
+shipped = pytest.mark.skipif(not SHIPPED.is_file(), reason="no role model exported (python -m train.fit.roles)")
 LABELS = ["billing", "technical", "complaints"]
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.train.locomo_data import tiny_locomo as tiny  # type: ignore[import-not-found]
-from train.evaluate import main
+from train.eval.cli import main
 
 
 def _file(tmp_path: Path) -> Path:

@@ -12,8 +12,8 @@ import pytest
 from runtime.encoders import HashEmbedder
 from runtime.errors import ValidationError
 from runtime.scoring.baselines import LongestUserScorer, RecencyScorer
+from train.eval.cli import main
 from train.eval.lme import lme_oracle, replay_question
-from train.evaluate import main
 from train.lme.folds import fold_of, groups
 from train.lme.protocol import capacity_for, lme_turns
 from train.lme.reader import iter_lme, parse_lme_date

@@ -1,6 +1,6 @@
 """Evaluate retention policies on the production path: real conversations and held-out simulated tasks.
 
-Commands (``python -m train.evaluate COMMAND --help`` for each):
+Commands (``python -m train.eval COMMAND --help`` for each):
 
 - ``lme FILE [FILE ...]``: LongMemEval (its own layout, ``.json`` or ``.json.gz``): every question's
   haystack streamed through the public API under each policy and capacity; evidence recall overall
@@ -29,13 +29,13 @@ Commands (``python -m train.evaluate COMMAND --help`` for each):
   from the reports of ``summaries``, ``tiers``, ``discovery`` and ``confusion`` (:mod:`train.eval.seeds`).
 
 Examples:
-    python -m train.evaluate lme ../shared/data/longmemeval/longmemeval-s-dev.json.gz \\
+    python -m train.eval lme ../shared/data/longmemeval/longmemeval-s-dev.json.gz \\
         --capacities 0.05 0.1 0.2 --policies utilitynet recency longest_user oracle --out reports/lme.json
-    python -m train.evaluate locomo ../shared/data/locomo/locomo-dev.json --capacities 0.1 0.2 \\
+    python -m train.eval locomo ../shared/data/locomo/locomo-dev.json --capacities 0.1 0.2 \\
         --policies utilitynet recency longest oracle --out reports/locomo.json
-    python -m train.evaluate synthetic --episodes 8 --capacities 0.1 0.2 --out reports/sim.json
-    python -m train.evaluate all --out reports/eval.json
-    python -m train.evaluate discovery --out reports/discovery.json
+    python -m train.eval synthetic --episodes 8 --capacities 0.1 0.2 --out reports/sim.json
+    python -m train.eval all --out reports/eval.json
+    python -m train.eval discovery --out reports/discovery.json
 """
 
 from __future__ import annotations
@@ -52,8 +52,9 @@ from typing import Any
 from runtime.errors import MemirError
 from runtime.scoring import Scorer
 
-from .eval.lme import LME_CAPACITIES, LME_POLICIES, evaluate_lme, iter_questions, lme_oracle, lme_table
-from .eval.locomo import (
+from ..lme.reader import LmeQuestion
+from .lme import LME_CAPACITIES, LME_POLICIES, evaluate_lme, iter_questions, lme_oracle, lme_table
+from .locomo import (
     DEFAULT_LOCOMO,
     LOCOMO_POLICIES,
     embedder,
@@ -64,8 +65,7 @@ from .eval.locomo import (
     loo_locomo,
     write_json,
 )
-from .eval.synthetic import evaluate_synthetic, sim_table
-from .lme.reader import LmeQuestion
+from .synthetic import evaluate_synthetic, sim_table
 
 __all__ = ["main"]
 
@@ -84,11 +84,11 @@ def _lme_sample_args(p: argparse.ArgumentParser, file_help: str) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m train.evaluate", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m train.eval", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
     lm = sub.add_parser("lme", help="LongMemEval on the production path",
-                        description="Example: python -m train.evaluate lme longmemeval-s-dev.json.gz --capacities "
+                        description="Example: python -m train.eval lme longmemeval-s-dev.json.gz --capacities "
                                     "0.05 0.1 0.2 --policies utilitynet longest_user oracle --out lme.json")
     lm.add_argument("files", nargs="+", help="LongMemEval files (.json or .json.gz), read unchanged")
     lm.add_argument("--capacities", nargs="+", type=float, default=list(LME_CAPACITIES))
@@ -100,7 +100,7 @@ def _parser() -> argparse.ArgumentParser:
     lm.add_argument("--workers", type=int, default=os.cpu_count() or 1,
                     help="processes replaying questions side by side (default: every CPU, e.g. 2)")
     cv = sub.add_parser("lme-cv", help="5-fold cross-validation by question (utility model, bag-of-words)",
-                        description="Example: python -m train.evaluate lme-cv longmemeval-s-dev.json.gz --out cv.json")
+                        description="Example: python -m train.eval lme-cv longmemeval-s-dev.json.gz --out cv.json")
     cv.add_argument("file")
     cv.add_argument("--folds", type=int, default=5)
     cv.add_argument("--capacities", nargs="+", type=float, default=list(LME_CAPACITIES),
@@ -121,7 +121,7 @@ def _parser() -> argparse.ArgumentParser:
                     help="the fold make train selects on: never fit on, never reported (default 0)")
     cv.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="processes (default: every CPU)")
     cd = sub.add_parser("card", help="record a report's figures in a model card, with the data they come from",
-                        description="Example: python -m train.evaluate card reports/locomo.json --key locomo_dev "
+                        description="Example: python -m train.eval card reports/locomo.json --key locomo_dev "
                                     "--data 'LoCoMo dev, 5 conversations; never trained on' --card "
                                     "checkpoints/model_card.json")
     cd.add_argument("report", help="a JSON report written by this command (locomo, lme, lme-cv)")
@@ -133,7 +133,7 @@ def _parser() -> argparse.ArgumentParser:
                          "questions it covers; every policy runs on each)")
     cv.add_argument("--out", required=True)
     lo = sub.add_parser("locomo", help="conversation benchmark (LoCoMo layout)",
-                        description="Example: python -m train.evaluate locomo conv.json --capacities 0.1 0.2 "
+                        description="Example: python -m train.eval locomo conv.json --capacities 0.1 0.2 "
                                     "--policies utilitynet recency longest oracle --out out.json")
     lo.add_argument("files", nargs="+")
     lo.add_argument("--capacities", nargs="+", type=float, default=[0.1, 0.2])
@@ -142,7 +142,7 @@ def _parser() -> argparse.ArgumentParser:
     lo.add_argument("--k", type=int, default=5, help="hits per question for retrieval recall@k")
     lo.add_argument("--out", required=True)
     loo = sub.add_parser("locomo-loo", help="leave-one-conversation-out fit + evaluation of the utility model",
-                         description="Example: python -m train.evaluate locomo-loo conv.json --out loo.json")
+                         description="Example: python -m train.eval locomo-loo conv.json --out loo.json")
     loo.add_argument("files", nargs="+")
     loo.add_argument("--capacities", nargs="+", type=float, default=[0.1, 0.2])
     loo.add_argument("--k", type=int, default=5)
@@ -150,7 +150,7 @@ def _parser() -> argparse.ArgumentParser:
     loo.add_argument("--fit", default="{}", help='JSON overrides of the LOO FitConfig, e.g. \'{"weight_decay": 1}\'')
     loo.add_argument("--out", required=True)
     sy = sub.add_parser("synthetic", help="held-out simulated families",
-                        description="Example: python -m train.evaluate synthetic --episodes 8 --out sim.json")
+                        description="Example: python -m train.eval synthetic --episodes 8 --out sim.json")
     sy.add_argument("--episodes", type=int, default=16)
     sy.add_argument("--capacities", nargs="+", type=float, default=[0.1, 0.2])
     sy.add_argument("--policies", nargs="+", default=list(SIM_POLICIES), choices=SIM_POLICIES)
@@ -158,7 +158,7 @@ def _parser() -> argparse.ArgumentParser:
     sy.add_argument("--preset", default="default")
     sy.add_argument("--out", required=True)
     al = sub.add_parser("all", help="synthetic + locomo dev split; JSON, Markdown and plots (make eval)",
-                        description="Example: python -m train.evaluate all --out reports/eval.json")
+                        description="Example: python -m train.eval all --out reports/eval.json")
     al.add_argument("--out", default="reports/eval.json")
     al.add_argument("--episodes", type=int, default=16)
     al.add_argument("--capacities", nargs="+", type=float, default=[0.1, 0.2, 0.3])
@@ -166,7 +166,7 @@ def _parser() -> argparse.ArgumentParser:
     al.add_argument("--locomo", nargs="*", default=[str(DEFAULT_LOCOMO)])
     al.add_argument("--model", default=None)
     cf = sub.add_parser("confusion", help="typed vs untyped pooled retrieval on a confusable test set",
-                        description="Example: python -m train.evaluate confusion --out reports/confusion.json")
+                        description="Example: python -m train.eval confusion --out reports/confusion.json")
     cf.add_argument("--users", type=int, default=60)
     cf.add_argument("--topics-per-user", type=int, default=3)
     cf.add_argument("--k", type=int, default=5)
@@ -175,19 +175,19 @@ def _parser() -> argparse.ArgumentParser:
                     help="onnx = all-MiniLM-L6-v2 (the reported figures); hash = fast test double")
     cf.add_argument("--out", default="reports/confusion.json")
     di = sub.add_parser("discovery", help="type discovery: planted new category, purity and recall",
-                        description="Example: python -m train.evaluate discovery --out reports/discovery.json")
+                        description="Example: python -m train.eval discovery --out reports/discovery.json")
     di.add_argument("--episodes", type=int, default=6, help="simulator episodes (default 6)")
     di.add_argument("--seed", type=int, default=7, help="simulator and planting seed (default 7)")
     di.add_argument("--planted", type=int, default=30, help="planted memories per episode (default 30)")
     di.add_argument("--sizes", nargs="+", type=int, default=[3, 5, 8, 12], help="min_cluster_size values swept")
     di.add_argument("--out", default="reports/discovery.json")
     sm = sub.add_parser("summaries", help="session summaries: evidence-turn fact coverage vs lead/longest baselines",
-                        description="Example: python -m train.evaluate summaries --out reports/summaries.json")
+                        description="Example: python -m train.eval summaries --out reports/summaries.json")
     _lme_sample_args(sm, "a LongMemEval file (default: the oracle dev split)")
     sm.add_argument("--threshold", type=float, default=0.5, help="fact recall that counts as covered (default 0.5)")
     sm.add_argument("--out", default="reports/summaries.json")
     ti = sub.add_parser("tiers", help="cold-tier vector formats: archive recall@10 loss, bytes/vector, latency",
-                        description="Example: python -m train.evaluate tiers --limit 24 --out reports/tiers.json")
+                        description="Example: python -m train.eval tiers --limit 24 --out reports/tiers.json")
     _lme_sample_args(ti, "a LongMemEval file (default: the S dev split, full haystacks)")
     ti.add_argument("--k", type=int, default=10)
     ti.add_argument("--repeats", type=int, default=5, help="timed recalls per question and format (default 5)")
@@ -196,7 +196,7 @@ def _parser() -> argparse.ArgumentParser:
                     "a tmpfs such as /dev/shm makes the writes faster)")
     ti.add_argument("--out", default="reports/tiers.json")
     se = sub.add_parser("seeds", help="one table + figure of the seed features' reports (summaries, tiers, "
-                        "discovery, confusion)", description="Example: python -m train.evaluate seeds --reports reports "
+                        "discovery, confusion)", description="Example: python -m train.eval seeds --reports reports "
                         "--out reports/seeds.md (reads each command's JSON report; run those first)")
     se.add_argument("--reports", default="reports", help="directory holding summaries/tiers/discovery/confusion.json")
     se.add_argument("--out", default="reports/seeds.md")
@@ -227,7 +227,7 @@ def _lme_scorer(model: str | None) -> Any:
 
 
 def _cached(kind: str, cache: str) -> Any:
-    from .embedcache import CachedEmbedder
+    from ..embedcache import CachedEmbedder
     return CachedEmbedder(embedder(kind), cache)
 
 
@@ -282,12 +282,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 qs = itertools.islice(qs, args.limit)
             summary = evaluate_lme(qs, _lme_scorer(args.model), args.policies, args.capacities, emb, out=args.out,
                                    args=record, total=args.limit, progress=progress, workers=args.workers)
-            from .eval.report import write_report
+            from .report import write_report
             write_report({"runs": [], "summary": summary, "note": f"Files: {', '.join(map(str, args.files))}."},
                          Path(args.out))
             print(lme_table(summary))
         elif args.cmd == "lme-cv":
-            from .eval.lme_cv import run_cv
+            from .lme_cv import run_cv
             variants = _variants(args.variant)
             payload: dict[str, Any] = run_cv(
                 args.file, folds=args.folds, capacities=args.capacities, budgets=args.budgets,
@@ -305,7 +305,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                + ("." if qn["complete"] else " (the time budget ended the run; the first questions "
                                                               "in file order)."))
             write_json(args.out, payload)
-            from .eval.report import write_report
+            from .report import write_report
             write_report(payload, Path(args.out))
             print(lme_table(payload["summary"]))
         elif args.cmd in ("locomo", "locomo-loo"):
@@ -321,7 +321,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             write_json(args.out, payload)
             print(locomo_table(payload["summary"]))
         elif args.cmd == "confusion":
-            from .eval import confusion as cf
+            from . import confusion as cf
             data = cf.generate(args.users, args.topics_per_user, seed=args.seed)
             emb = embedder(args.encoder)
             payload = cf.evaluate_confusion(data, emb, k=args.k)
@@ -332,7 +332,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif args.cmd == "discovery":
             import tempfile
 
-            from .eval.discovery import evaluate_discovery
+            from .discovery import evaluate_discovery
             out = Path(args.out)
             with tempfile.TemporaryDirectory() as tmp:
                 payload = evaluate_discovery(embedder(args.encoder), episodes=args.episodes, seed=args.seed,
@@ -343,7 +343,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print("\n".join(f"min_cluster_size {k}: purity {v['purity']:.3f}, recall {v['recall']:.3f}, "
                              f"{v['undescribed']:.1f} undescribed clusters" for k, v in payload["summary"].items()))
         elif args.cmd == "summaries":
-            from .eval import summaries as su
+            from . import summaries as su
             payload = su.evaluate_summaries(args.file or su.DEFAULT_FILE, limit=args.limit or None, seed=args.seed,
                                             emb=embedder(args.encoder), threshold=args.threshold, progress=progress,
                                             only=su.held_out_questions() if args.questions == "held-out" else None)
@@ -353,7 +353,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print("\n".join(f"{m}: coverage {v['coverage']}, demoted coverage {v['coverage_demoted']}, mean fact "
                              f"recall {v['mean_fact_recall']} (n={v['n']})" for m, v in payload["summary"].items()))
         elif args.cmd == "seeds":
-            from .eval import seeds
+            from . import seeds
             reports = seeds.load_reports(args.reports)
             table = seeds.seeds_table(reports)
             out = Path(args.out)
@@ -362,8 +362,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             out.write_text(f"# Seed features: evaluation table\n\n{table}\n\n![the four evaluations]({png.name})\n")
             print(table)
         elif args.cmd == "tiers":
-            from .eval import tiers as tr
-            from .eval.summaries import held_out_questions
+            from . import tiers as tr
+            from .summaries import held_out_questions
             tqs = tr.load_questions(args.file or tr.DEFAULT_FILE, limit=args.limit or None, seed=args.seed,
                                     only=held_out_questions() if args.questions == "held-out" else None)
             payload = tr.evaluate_tiers(tqs, _cached(args.encoder, args.cache), k=args.k, repeats=args.repeats,
@@ -378,7 +378,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             write_json(args.out, {"synthetic": res})
             print(sim_table(res["rows"]))
         else:
-            from .eval.report import write_report
+            from .report import write_report
             payload = {"synthetic": evaluate_synthetic(
                 args.episodes, args.capacities, SIM_POLICIES, model=args.model, preset=args.preset, progress=progress)}
             files = [f for f in args.locomo if Path(f).is_file()]

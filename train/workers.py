@@ -1,4 +1,4 @@
-"""Run an evaluation over many independent items on every core, in order, with bounded memory.
+"""Work over many independent items on every core, in order, with bounded memory, and its progress bar.
 
 Replaying one LongMemEval question through the store takes seconds of single-threaded Python; a
 benchmark is hundreds of them. :func:`ordered_map` fans them out to forked worker processes (which
@@ -9,6 +9,7 @@ results is pickled) and yields results in input order, holding at most ``window`
 from __future__ import annotations
 
 import multiprocessing as mp
+import sys
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -53,3 +54,11 @@ def ordered_map(fn: Callable[[T], R], items: Iterable[T], workers: int = 1, *, w
                 yield pending.popleft().result()
     finally:
         _FN = None
+
+
+def progress_bar(total: int, desc: str, progress: bool) -> Any:
+    """A tqdm bar on stderr (``None`` when ``progress`` is off)."""
+    if not progress:
+        return None
+    from tqdm import tqdm
+    return tqdm(total=total, desc=desc, unit="run", leave=False, file=sys.stderr)

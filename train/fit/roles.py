@@ -19,7 +19,7 @@ The card (``.json`` next to the model) lists the labels, encoder id and width, t
 and this summary; :class:`runtime.scoring.roles.RoleWeigher` checks all of it on load.
 
 Usage:
-    python -m train.roles --out checkpoints/role_weights.onnx   # real MiniLM encoder (~1 min)
+    python -m train.fit.roles --out checkpoints/role_weights.onnx   # real MiniLM encoder (~1 min)
 """
 
 from __future__ import annotations
@@ -136,7 +136,7 @@ def support_desk(split: str) -> list[tuple[str, str]]:
 
 def simulator_rows(split: str, n_episodes: int, seed: int) -> list[tuple[str, str]]:
     """``(text, sub_role)`` of simulator events of the phase-bearing kinds (distinct texts)."""
-    from .simulate import SimConfig, generate
+    from ..simulate import SimConfig, generate
 
     if split == "train":  # every family, train templates and entity pools
         cfg = SimConfig(n_episodes=n_episodes, seed=seed, split="train", held_out_families=())
@@ -264,7 +264,7 @@ def train_and_export(embedder: Embedder, out: str | Path, *, n_episodes: int = 2
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m train.roles", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m train.fit.roles", description=__doc__.split("\n\n")[0])
     p.add_argument("--out", default="checkpoints/role_weights.onnx", help="ONNX file (the card goes next to it)")
     p.add_argument("--episodes", type=int, default=24, help="simulator training episodes")
     p.add_argument("--eval-episodes", type=int, default=8, help="simulator evaluation episodes")
@@ -272,7 +272,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--hash-encoder", action="store_true", help="use the HashEmbedder (tests; not for shipping)")
     a = p.parse_args(argv)
-    from .eval.locomo import embedder as make_embedder
+    from ..eval.locomo import embedder as make_embedder
     embedder: Embedder = make_embedder("hash" if a.hash_encoder else "onnx")
     summary = train_and_export(embedder, a.out, n_episodes=a.episodes, eval_episodes=a.eval_episodes,
                                max_sim=a.max_sim, seed=a.seed)

@@ -55,7 +55,8 @@ class TrainConfig:
         promote: ``if_better`` replaces the promoted model only when the candidate scores at least as
             well on the same real validation rows; ``always`` replaces it.
         data_dir: where round datasets are written.
-        checkpoints_dir: where round checkpoints and the promoted model go.
+        checkpoints_dir: where the promoted model and its card go; round checkpoints go to its
+            ``rounds/`` working folder (git-ignored).
         seed: master seed (torch, numpy, data split).
     """
 

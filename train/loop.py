@@ -9,8 +9,10 @@ LoCoMo for research presets), and every source used or skipped is said in the lo
 Selection is honest: the best round is the one that ranks the **real validation rows** best
 (LongMemEval questions no fit learns from), never a figure that is reported. Promotion compares that
 round with the model already promoted, on the same rows, and never replaces a better model with a
-worse one (``promote: always`` overrides). Every round writes ``checkpoints/round_NNN/``
-(Lightning checkpoint, ONNX, resolved config, metrics, data manifest, git commit).
+worse one, nor with an equal one (``promote: always`` overrides). Every round writes
+``checkpoints/rounds/round_NNN/`` (Lightning checkpoint, ONNX, resolved config, metrics, data manifest,
+git commit), a git-ignored working folder: a run that promotes nothing leaves the committed files as
+they were, and a promotion changes only the model, its card and the rounds plot.
 
 Example:
     python -m train.loop --preset default --rounds 3
@@ -145,7 +147,7 @@ def run_round(r: int, cfg: TrainConfig, emb: CachedEmbedder, train_eps: list[Epi
     if real is not None:  # the real training rows join every fit; their groups and decisions stay apart
         data = FitData.concat([data, real.train])
     y = data.y
-    out = Path(cfg.checkpoints_dir) / f"round_{r:03d}"
+    out = round_checkpoint(cfg, r)
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
@@ -253,6 +255,13 @@ def select_round(rounds: list[dict[str, Any]]) -> tuple[int, str]:
                   f"({se:.4f}) of the best (round {best}, {v['recall']:.4f}): the earliest such round")
 
 
+def round_checkpoint(cfg: TrainConfig, r: int) -> Path:
+    """Where round ``r``'s checkpoint, ONNX model and metrics go: ``<checkpoints_dir>/rounds/round_NNN``,
+    a working folder (git-ignored). Only a promoted model and its card (and the rounds plot) are
+    written beside it, so a run that promotes nothing leaves the committed files as they were."""
+    return Path(cfg.checkpoints_dir) / "rounds" / f"round_{r:03d}"
+
+
 def _research_only(card: Path) -> bool:
     """Whether a model card says its model was fit on LoCoMo (CC BY-NC): older cards only list the files."""
     try:
@@ -270,7 +279,7 @@ def promote(cfg: TrainConfig, rounds: list[dict[str, Any]], emb: Embedder, leaka
     """Pick a round on the validation rows (:func:`select_round`); promote it unless the incumbent is
     better there."""
     best, chosen_why = select_round(rounds)
-    src = Path(cfg.checkpoints_dir) / f"round_{best:03d}"
+    src = round_checkpoint(cfg, best)
     dst = Path(cfg.checkpoints_dir) / "utilitynet.onnx"
     research = any(s.used and s.name == "locomo" for s in sources)
     cand = rounds[best].get("validation")
@@ -286,8 +295,9 @@ def promote(cfg: TrainConfig, rounds: list[dict[str, Any]], emb: Embedder, leaka
         decision = {"promoted": True, "why": "promote: always"}
     elif c_rec is None:
         decision = {"promoted": False, "why": "no real validation rows to compare on: the promoted model is kept"}
-    elif i_rec is not None and i_rec > c_rec:
-        decision = {"promoted": False, "why": f"the promoted model keeps more validation evidence ({i_rec:.4f} > "
+    elif i_rec is not None and i_rec >= c_rec:  # a tie keeps the incumbent: a reproduced model changes nothing
+        decision = {"promoted": False, "why": f"the promoted model keeps {'more' if i_rec > c_rec else 'as much'} "
+                                               f"validation evidence ({i_rec:.4f} {'>' if i_rec > c_rec else '='} "
                                                f"{c_rec:.4f}): kept"}
     else:
         decision = {"promoted": True, "why": f"validation recall {c_rec:.4f} vs the promoted model's "
@@ -298,6 +308,9 @@ def promote(cfg: TrainConfig, rounds: list[dict[str, Any]], emb: Embedder, leaka
     if not decision["promoted"]:
         return best, dst, decision
     shutil.copy(src / "utilitynet.onnx", dst)
+    plot = src.parent / "rounds.png"
+    if plot.is_file():  # the promoted model's rounds, beside its card
+        shutil.copy(plot, Path(cfg.checkpoints_dir) / "rounds.png")
     spec = spec_for(emb.dim, emb.encoder_id)
     card = {
         "model": "utilitynet", "feature_schema_version": spec.version, "n_features": spec.n_features,
@@ -373,7 +386,7 @@ def run(cfg: TrainConfig, *, progress: bool = True) -> LoopResult:
     for r in range(cfg.rounds):
         m = run_round(r, cfg, emb, train_eps, eval_eps, prev, real, progress)
         rounds.append(m)
-        prev = Path(cfg.checkpoints_dir) / f"round_{r:03d}" / "utilitynet.onnx"
+        prev = round_checkpoint(cfg, r) / "utilitynet.onnx"
         emb.save()
         if progress:
             util = [f"{row['capacity']:.0%}: {row['success']:.3f}" for row in m["eval"] if row["policy"] == "utilitynet"]
@@ -389,8 +402,8 @@ def run(cfg: TrainConfig, *, progress: bool = True) -> LoopResult:
             eval_eps, {k: v for k, v in _policies(cfg, None, emb, cfg.final_policies).items()
                        if k not in {row["policy"] for row in rounds[best_round]["eval"]}},
             emb, cfg.agent, cfg.eval_capacities, progress=progress)
+    plot_rounds(rounds, round_checkpoint(cfg, 0).parent / "rounds.png")
     best, promoted, decision = promote(cfg, rounds, emb, leakage, sources, real, final)
-    plot_rounds(rounds, Path(cfg.checkpoints_dir) / "rounds.png")
     return LoopResult(rounds, best, promoted, time.perf_counter() - t0, decision)
 
 

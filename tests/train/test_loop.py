@@ -37,7 +37,7 @@ def test_tiny_loop_end_to_end(tmp_path: Path) -> None:
     res = run(cfg, progress=False)
     assert len(res.rounds) == cfg.rounds
     for r, m in enumerate(res.rounds):
-        rd = tmp_path / "ck" / f"round_{r:03d}"
+        rd = tmp_path / "ck" / "rounds" / f"round_{r:03d}"
         assert sorted(p.name for p in rd.iterdir()) == sorted(CHECKPOINT_FILES)
         assert math.isfinite(m["val_loss"]) and m["val_loss"] > 0
         assert all(row["constraint_violations"] == 0 for row in m["eval"])
@@ -46,7 +46,10 @@ def test_tiny_loop_end_to_end(tmp_path: Path) -> None:
     assert m["collect_policy"] == "utilitynet"  # round ≥ 1 collects with the previous model
     card = json.loads((tmp_path / "ck" / "model_card.json").read_text())
     assert card["feature_schema_version"] and card["round"] == res.best_round
-    assert (tmp_path / "ck" / "rounds.png").stat().st_size > 1000
+    assert (tmp_path / "ck" / "rounds.png").stat().st_size > 1000  # promoted: the plot beside the card
+    assert (tmp_path / "ck" / "rounds" / "rounds.png").is_file()  # every run's plot, in the working folder
+    assert sorted(p.name for p in (tmp_path / "ck").iterdir()) == ["model_card.json", "rounds", "rounds.png",
+                                                                   "utilitynet.onnx"]
 
     # the promoted model loads in the runtime (no torch) and drives a real retention decision
     scorer = UtilityScorer(res.promoted)

@@ -30,7 +30,7 @@ def model(path: Path, seed: int) -> Path:
 
 
 def round_dir(ck: Path, r: int, seed: int) -> Path:
-    d = ck / f"round_{r:03d}"
+    d = ck / "rounds" / f"round_{r:03d}"
     d.mkdir(parents=True)
     model(d / "utilitynet.onnx", seed)
     (d / "data_manifest.json").write_text("{}")
@@ -53,7 +53,7 @@ def perfect_rows(model_path: Path) -> RealRows:
 def metrics(r: int, real: RealRows, ck: Path) -> dict[str, object]:
     return {"round": r, "rows": 10, "positive_rate": 0.1, "eval": [], "val_loss": 0.5,
             "label_counterfactual_agreement": 0.9, "counterfactual_relabelled": 0,
-            "validation": validation_score(ck / f"round_{r:03d}" / "utilitynet.onnx", real)}
+            "validation": validation_score(ck / "rounds" / f"round_{r:03d}" / "utilitynet.onnx", real)}
 
 
 def test_a_worse_candidate_never_replaces_a_better_model(tmp_path: Path) -> None:
@@ -74,7 +74,7 @@ def test_a_worse_candidate_never_replaces_a_better_model(tmp_path: Path) -> None
     assert card["sources"][2]["reason"] == "not in this preset" and "MIT" in card["license_note"]
 
     # a later run whose only round is worse on the same rows: kept, with both figures said
-    shutil.rmtree(ck / "round_000")
+    shutil.rmtree(ck / "rounds" / "round_000")
     round_dir(ck, 0, seed=2)
     best, dst, decision = promote(cfg, [metrics(0, real, ck)], EMB, {}, sources, real)
     assert not decision["promoted"] and dst.read_bytes() == good_bytes
@@ -84,7 +84,25 @@ def test_a_worse_candidate_never_replaces_a_better_model(tmp_path: Path) -> None
     # promote: always overrides (an explicit choice, recorded)
     cfg_always = load_preset("tiny", checkpoints_dir=str(ck), promote="always")
     _, dst, decision = promote(cfg_always, [metrics(0, real, ck)], EMB, {}, sources, real)
-    assert decision["promoted"] and dst.read_bytes() == (ck / "round_000" / "utilitynet.onnx").read_bytes()
+    assert decision["promoted"] and dst.read_bytes() == (ck / "rounds" / "round_000" / "utilitynet.onnx").read_bytes()
+
+
+def test_a_reproduced_model_changes_no_committed_file(tmp_path: Path) -> None:
+    """A run whose best round only ties the promoted model (a clean clone's `make train` reproducing
+    it) promotes nothing: the model, its card and the plot stay byte for byte as they were."""
+    ck = tmp_path / "ck"
+    good = round_dir(ck, 0, seed=1)
+    (ck / "rounds" / "rounds.png").write_bytes(b"plot of the first run")
+    real = perfect_rows(good / "utilitynet.onnx")
+    cfg = load_preset("tiny", checkpoints_dir=str(ck))
+    sources = [Source("simulator", True, "generated"), Source("longmemeval", True, "MIT")]
+    _, dst, decision = promote(cfg, [metrics(0, real, ck)], EMB, {}, sources, real)
+    assert decision["promoted"] and (ck / "rounds.png").read_bytes() == b"plot of the first run"
+    before = {p.name: p.read_bytes() for p in ck.iterdir() if p.is_file()}
+    (ck / "rounds" / "rounds.png").write_bytes(b"plot of the second run")
+    _, _, decision = promote(cfg, [metrics(0, real, ck)], EMB, {}, sources, real)  # the same model again
+    assert not decision["promoted"] and "as much" in decision["why"] and "1.0000 = 1.0000" in decision["why"]
+    assert {p.name: p.read_bytes() for p in ck.iterdir() if p.is_file()} == before
 
 
 def test_a_model_fit_on_locomo_never_stays_the_shipped_default(tmp_path: Path) -> None:
@@ -93,13 +111,13 @@ def test_a_model_fit_on_locomo_never_stays_the_shipped_default(tmp_path: Path) -
     real = perfect_rows(good / "utilitynet.onnx")
     shutil.copy(good / "utilitynet.onnx", ck / "utilitynet.onnx")  # the incumbent ranks perfectly...
     (ck / "model_card.json").write_text(json.dumps({"config": {"locomo_files": ["locomo-dev.json"]}}))  # ...but NC
-    shutil.rmtree(ck / "round_000")
+    shutil.rmtree(ck / "rounds" / "round_000")
     round_dir(ck, 0, seed=2)
     sources = [Source("simulator", True, "generated"), Source("longmemeval", True, "MIT")]
     _, dst, decision = promote(load_preset("tiny", checkpoints_dir=str(ck)), [metrics(0, real, ck)], EMB, {}, sources,
                                real)
     assert decision["promoted"] and "CC BY-NC" in decision["why"]
-    assert dst.read_bytes() == (ck / "round_000" / "utilitynet.onnx").read_bytes()
+    assert dst.read_bytes() == (ck / "rounds" / "round_000" / "utilitynet.onnx").read_bytes()
 
 
 def test_the_earliest_round_within_one_standard_error_of_the_best_is_chosen() -> None:

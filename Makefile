@@ -38,7 +38,7 @@ test-fast: install ## Tests without the slow end-to-end ones
 
 train: install encoder ## Self-play training rounds; writes checkpoints/ (PRESET=default ROUNDS=N LOGS="a.jsonl ...")
 	$(BIN)/python -m train.loop --preset $(PRESET) $(if $(ROUNDS),--rounds $(ROUNDS),) $(if $(LOGS),--log-files $(LOGS),)
-	$(BIN)/python -m train.fit.roles --out checkpoints/role_weights.onnx   # the role-weight model (~10 s)
+	$(BIN)/python -m train.fit.role_weights --out checkpoints/role_weights.onnx   # the role-weight model (~10 s)
 
 eval: install encoder ## Evaluate policies; writes reports/eval.json, eval.md and plots
 	$(BIN)/python -m train.eval all --out reports/eval.json

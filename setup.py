@@ -3,8 +3,8 @@
 ``checkpoints/`` is where training writes models (``make train`` promotes the best one to
 ``checkpoints/utilitynet.onnx``). A wheel has no repository around it, so building it copies the
 promoted model and its card into ``runtime/checkpoints/``, where :func:`runtime.scoring.default_model_path`
-finds them — and the role-weight model and its card (``python -m train.fit.roles``), where
-:func:`runtime.scoring.roles.default_role_model_path` finds them. Everything else is declared in ``pyproject.toml``.
+finds them — and the role-weight model and its card (``python -m train.fit.role_weights``), where
+:func:`runtime.scoring.role_weights.default_role_model_path` finds them. Everything else is declared in ``pyproject.toml``.
 """
 
 import shutil

@@ -46,6 +46,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from .distribution import DIST
 from .errors import (
     DataIntegrityError,
     EncoderMismatchError,
@@ -59,7 +60,6 @@ from .errors import (
     ValidationError,
     WorkerError,
 )
-from .install import DIST
 from .store.location import is_postgres_url, redact_url
 
 __all__ = ["EXIT", "CliError", "build_parser", "main"]

@@ -5,7 +5,7 @@ from .assembler import AgentContext, AssemblerConfig, Assembly, ContextAssembler
 from .consolidate import session_features
 from .enrich import EnrichConfig, ToneResult
 from .extract import Candidate, extract_candidates
-from .roles import RoleClassifier, RoleConfig, RoleDecision
+from .role_classifier import RoleClassifier, RoleConfig, RoleDecision
 from .sessions import SessionConfig, SessionDecision, SessionState, SessionTracker
 
 __all__ = ["AgentContext", "AssemblerConfig", "Assembly", "Candidate", "ContextAssembler", "EnrichConfig", "RoleClassifier",

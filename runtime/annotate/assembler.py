@@ -37,14 +37,14 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic import ValidationError as PydanticValidationError
 
-from ..encoders.base import Embedder
+from ..encoders.embedder import Embedder
 from ..errors import ValidationError
 from ..record.builder import Draft, RecordBuilder, RecordConfig
 from ..record.memir import DialogRole, Id, Label, MemIR, SourceType, UTCDateTime, utcnow
 from ..record.redaction import Finding
 from .enrich import EnrichConfig, Enricher
 from .extract import Candidate
-from .roles import RoleClassifier, RoleConfig, RoleDecision
+from .role_classifier import RoleClassifier, RoleConfig, RoleDecision
 from .sessions import SessionConfig, SessionDecision, SessionState, SessionTracker, as_unit_vector
 
 __all__ = [
@@ -98,7 +98,7 @@ class AssemblerConfig:
     """Everything :class:`ContextAssembler` decides by.
 
     Attributes:
-        roles: role and sub-role classification (:class:`~runtime.annotate.roles.RoleConfig`).
+        roles: role and sub-role classification (:class:`~runtime.annotate.role_classifier.RoleConfig`).
         session: session-boundary detection (:class:`~runtime.annotate.sessions.SessionConfig`).
         record: how records are built (redaction, confidence defaults, urgency, limits).
         enrich: write-time tone, intent, entity tags and corroboration (:mod:`.enrich`; all off by default).

@@ -31,7 +31,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ..encoders.base import Embedder, l2_normalize
+from ..encoders.embedder import Embedder, l2_normalize
 from ..errors import ValidationError
 from ..record.memir import Flag
 

@@ -29,7 +29,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ..encoders.base import l2_normalize
+from ..encoders.embedder import l2_normalize
 from ..errors import ValidationError
 
 __all__ = ["SessionConfig", "SessionDecision", "SessionState", "SessionTracker", "as_unit_vector"]

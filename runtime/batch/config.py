@@ -126,7 +126,7 @@ def scope_failure_text(user_id: str, agent_id: str, e: Exception) -> str:
 def make_embedder(kind: str) -> Any:
     """The encoder for records without a vector: ``hash`` (test double) or the default ONNX MiniLM."""
     if kind == "hash":
-        from ..encoders.base import HashEmbedder
+        from ..encoders.embedder import HashEmbedder
         return HashEmbedder()
     from ..encoders.onnx import load_default_embedder
     return load_default_embedder()

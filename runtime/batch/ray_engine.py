@@ -61,7 +61,7 @@ class ScoreScopes:
 
     Each call must receive whole scopes — ``groupby(...).map_groups`` guarantees it; with
     ``map_batches``, partition by scope first. Returns the output rows
-    (:data:`runtime.batch.decide.OUTPUT_SCHEMA`); a scope whose rules contradict each other is
+    (:data:`runtime.batch.scope_decision.OUTPUT_SCHEMA`); a scope whose rules contradict each other is
     written to ``quarantine_dir`` (one JSONL file per call) instead.
 
     Args:
@@ -73,14 +73,14 @@ class ScoreScopes:
 
     def __init__(self, config: ScoreConfig, now: datetime, quarantine_dir: str | None = None,
                  files: Sequence[str] | None = None) -> None:
-        from .decide import ScopeDecider
+        from .scope_decision import ScopeDecider
 
         self.decider = ScopeDecider.for_config(config, now)
         self.quarantine_dir, self.files = quarantine_dir, list(files or [])
 
     def __call__(self, batch: pa.Table) -> pa.Table:
-        from .decide import OUTPUT_SCHEMA
         from .partition import scope_runs
+        from .scope_decision import OUTPUT_SCHEMA
 
         t = batch if isinstance(batch, pa.Table) else pa.Table.from_pydict(batch)
         scopes = list(scope_runs(t))

@@ -10,14 +10,14 @@ The default engine, ``local``, is columnar and streaming:
    occurrence is scored, every later one quarantined as a duplicate.
 3. **Group.** Rows are grouped by (user, agent) scope, in memory up to ``memory_mb`` and in disk
    partitions past it (:mod:`runtime.batch.partition`), so memory stays bounded.
-4. **Decide.** Each scope is decided by :class:`~runtime.batch.decide.ScopeDecider` through the
+4. **Decide.** Each scope is decided by :class:`~runtime.batch.scope_decision.ScopeDecider` through the
    one :class:`~runtime.retention.RetentionPlan` — the same scorer, rules, context and solver as
    ``Scope.retain`` — and its rows are written out at once.
 
 Outputs (JSONL, or Parquet when ``OUT`` ends in ``.parquet``) and the quarantine are written to
 temporary files and renamed at the end, so a crash never leaves half a file. The output has one
 row per valid record — id, user, agent, utility, model utility, keep, reason, action — grouped by
-scope. ``engine="rows"`` is the record-at-a-time reference path (:mod:`runtime.batch.rows`), and
+scope. ``engine="rows"`` is the record-at-a-time reference path (:mod:`runtime.batch.reference`), and
 ``engine="ray"`` runs the same steps as Ray Data tasks (:mod:`runtime.batch.ray_engine`).
 """
 
@@ -102,7 +102,7 @@ class OutputWriter:
         if self.parquet and self._pq is None:  # no rows: still a valid, empty Parquet file
             import pyarrow.parquet as pq
 
-            from .decide import OUTPUT_SCHEMA
+            from .scope_decision import OUTPUT_SCHEMA
             pq.write_table(OUTPUT_SCHEMA.empty_table(), str(self.tmp))
         self.tmp.replace(self.path)
 
@@ -186,14 +186,14 @@ def score_dump(dump: str | Path | Sequence[str | Path], out: str | Path, cfg: Sc
     if engine == "rows":
         if len(paths) != 1:
             raise ValidationError("--engine rows scores one dump at a time", field="dump")
-        from .rows import score_rows
+        from .reference import score_rows
         return {**score_rows(paths[0], out, cfg, progress=progress), "engine": "rows"}
     if engine == "local" and not _has_pyarrow():
         from ..store.dumps import is_parquet
 
         if len(paths) == 1 and not is_parquet(paths[0]):
             # a lean install scores JSONL record by record rather than not at all, and says so
-            from .rows import score_rows
+            from .reference import score_rows
             report = score_rows(paths[0], out, cfg, progress=progress)
             return {**report, "engine": "rows", "note": "pyarrow is not installed, so the record-at-a-time "
                     "engine ran: pip install 'memir-runtime[batch]' for the columnar one"}
@@ -208,10 +208,10 @@ def _score_local(paths: list[Path], out: Path, cfg: ScoreConfig, *, progress: bo
     import pyarrow as pa
 
     from ..store.dumps import count_records
-    from .decide import ScopeDecider, Totals
     from .dedup import IdSeen
     from .partition import ScopeGroups
     from .read import plan_chunks
+    from .scope_decision import ScopeDecider, Totals
 
     t0 = time.perf_counter()
     for target in (out, Path(cfg.quarantine) if cfg.quarantine else out):

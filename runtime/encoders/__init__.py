@@ -4,7 +4,7 @@ ONNX all-MiniLM-L6-v2 encoder (onnxruntime + ``tokenizers``; no torch). ``OnnxEn
 
 from typing import TYPE_CHECKING, Any
 
-from .base import Embedder, HashEmbedder, check_vector, l2_normalize
+from .embedder import Embedder, HashEmbedder, check_vector, l2_normalize
 
 if TYPE_CHECKING:
     from .onnx import DEFAULT_ENCODER_ID, OnnxEncoder, default_encoder_dir, load_default_embedder

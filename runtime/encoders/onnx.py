@@ -37,10 +37,10 @@ import onnxruntime as ort
 import pydantic
 from tokenizers import Encoding, Tokenizer
 
+from ..distribution import pip_extra
 from ..errors import EncoderIntegrityError, EncoderUnavailableError, ValidationError, check_text
-from ..install import pip_extra
 from ..integrity import file_sha256 as _sha256
-from .base import l2_normalize
+from .embedder import l2_normalize
 
 __all__ = [
     "DEFAULT_ENCODER_ID",

@@ -118,8 +118,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
+from ..distribution import pip_extra
 from ..errors import MissingDependencyError, ValidationError, check_text
-from ..install import pip_extra
 
 try:
     from langgraph.store.base import (
@@ -147,7 +147,7 @@ except ModuleNotFoundError as _missing:  # the framework lives in the `integrati
     raise MissingDependencyError(f"runtime.integrations.langgraph_store needs LangGraph ({_missing.name} is "
                                  f"missing): {pip_extra('integrations')}") from None
 
-from ..encoders.base import Embedder
+from ..encoders.embedder import Embedder
 from ..record.fields import WriteFields, check_field_names
 from ..record.memir import ID_PATTERN, Flag, MemIR, Sensitivity, utcnow
 from ..retention.policy import RetentionPolicy

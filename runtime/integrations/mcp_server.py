@@ -51,8 +51,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..distribution import DIST, pip_extra
 from ..errors import MemirError, MissingDependencyError, ValidationError
-from ..install import DIST, pip_extra
 
 try:
     import anyio

@@ -33,14 +33,14 @@ from utilitynet.context import ScoringContext
 
 from ..errors import ValidationError
 from ..record.memir import MemIR, new_id
-from ..scoring.protocol import Scorer
+from ..scoring.scorer import Scorer
 from .decision import Action, Bonus, Constraint, Cut, CutItem, ItemDecision, RetentionDecision
 from .policy import RetentionPolicy
 from .rules import CompiledRules, RuleSet, RuleView
 from .solver import REASON_CODES, RetentionProblem, RetentionResult, solve, violations
 from .solver.explain import Explanation
 
-__all__ = ["ItemColumns", "ItemTable", "Plan", "RetentionPlan", "approx_tokens", "audit", "recent_context", "scoring_context"]
+__all__ = ["ItemColumns", "ItemTable", "ScoredProblem", "RetentionPlan", "approx_tokens", "audit", "recent_context", "scoring_context"]
 
 
 def approx_tokens(text: str) -> int:
@@ -131,7 +131,7 @@ def scoring_context(*, now: datetime, steps: np.ndarray, recent: np.ndarray | No
 
 
 @dataclass(frozen=True)
-class Plan:
+class ScoredProblem:
     """A retention problem ready to solve, and what produced it.
 
     Attributes:
@@ -170,7 +170,7 @@ class RetentionPlan:
         self.rules: RuleSet = policy.ruleset
 
     def build(self, records: Sequence[MemIR] | ItemTable, vectors: np.ndarray, ctx: ScoringContext, *,
-              candidate: np.ndarray | None = None, model_utility: np.ndarray | None = None) -> Plan:
+              candidate: np.ndarray | None = None, model_utility: np.ndarray | None = None) -> ScoredProblem:
         """Score, compile the rules and state the problem. ``records`` are MemIR records or, from a
         batch scorer, an :class:`ItemTable` (scored with the scorer's ``score_columns``).
         ``model_utility``: the scorer's utilities when the caller already has them (a batch scorer
@@ -221,9 +221,9 @@ class RetentionPlan:
             excludes=compiled.excludes, quotas=compiled.quotas, item_ids=list(ids),
             overflow_penalty=self.policy.overflow_penalty, on_infeasible=self.policy.on_infeasible)
         held = table if table is not None else tuple(records)  # type: ignore[arg-type]
-        return Plan(held, ids, cand, model_u, compiled, problem, k, budget)
+        return ScoredProblem(held, ids, cand, model_u, compiled, problem, k, budget)
 
-    def solve(self, plan: Plan) -> RetentionResult:
+    def solve(self, plan: ScoredProblem) -> RetentionResult:
         """Run the policy's solver on the plan's problem."""
         return solve(plan.problem, method=self.policy.method)
 
@@ -240,7 +240,7 @@ class RetentionPlan:
         return self.to_decision(plan, result, at=ctx.now, user_id=user_id, agent_id=agent_id, trigger=trigger,
                                 decision_id=decision_id, started=t0, expired=expired)
 
-    def item_columns(self, plan: Plan, result: RetentionResult) -> ItemColumns:
+    def item_columns(self, plan: ScoredProblem, result: RetentionResult) -> ItemColumns:
         """Per-item results of a solved plan as arrays (the one place actions are assigned)."""
         keep = np.asarray(result.keep, dtype=bool)
         n = len(plan.ids)
@@ -256,7 +256,7 @@ class RetentionPlan:
                            utility=np.asarray(plan.problem.utility, dtype=np.float64),
                            model_utility=np.asarray(plan.model_utility, dtype=np.float64))
 
-    def to_decision(self, plan: Plan, result: RetentionResult, *, at: datetime, user_id: str, agent_id: str,
+    def to_decision(self, plan: ScoredProblem, result: RetentionResult, *, at: datetime, user_id: str, agent_id: str,
                     trigger: str, decision_id: str | None = None, started: float | None = None,
                     expired: Sequence[str] = ()) -> RetentionDecision:
         """The typed decision of a solved plan (planned actions; nothing applied); ``expired`` as in
@@ -305,7 +305,7 @@ def _cut(expl: Explanation) -> Cut:
                marginal_utility=expl.cut["marginal_utility"])
 
 
-def digest(plan: Plan) -> str:
+def digest(plan: ScoredProblem) -> str:
     """A short digest of a plan's inputs (ids, utilities, limits): equal inputs, equal digest."""
     h = hashlib.sha256()
     for rid in plan.ids:

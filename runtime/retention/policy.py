@@ -29,7 +29,7 @@ from .solver import Method, OnInfeasible
 from .summary_policy import SummaryPolicy
 
 if TYPE_CHECKING:
-    from ..scoring.protocol import Scorer
+    from ..scoring.scorer import Scorer
 
 __all__ = ["CapacityFn", "Forgotten", "RetentionPolicy", "Triggers"]
 

@@ -5,7 +5,7 @@ Agents, MemoryBank, MemoryOS) behind the same protocol."""
 from utilitynet.context import ScoringContext
 
 from .baselines import BASELINES, make_baseline
-from .protocol import Scorer
+from .scorer import Scorer
 from .utility import MODEL_ENV, FakeScorer, ModelInfo, UtilityScorer, default_model_path
 
 __all__ = ["BASELINES", "MODEL_ENV", "FakeScorer", "ModelInfo", "Scorer", "ScoringContext", "UtilityScorer",

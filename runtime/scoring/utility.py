@@ -48,8 +48,8 @@ from utilitynet.features import (
 )
 from utilitynet.session import SESSION_WEIGHT_KEY, combine_groups, log_utility
 
+from ..distribution import DIST
 from ..errors import EncoderMismatchError, ModelNotFoundError, SchemaMismatchError, VectorError
-from ..install import DIST
 from ..record.memir import MemIR
 
 __all__ = ["MODEL_ENV", "FakeScorer", "ModelInfo", "UtilityScorer", "default_model_path"]

@@ -35,7 +35,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import numpy as np
 
-from ..encoders.base import Embedder
+from ..encoders.embedder import Embedder
 from ..errors import check_text
 from ..record.builder import RecordBuilder
 

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ..encoders.base import Embedder
+from ..encoders.embedder import Embedder
 from ..record.links import LinkKind
 from ..record.memir import MemIR, RoleContext
 from ..retention.decision import MemoryExplanation, RetentionDecision

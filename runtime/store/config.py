@@ -37,7 +37,7 @@ class StoreConfig:
         async_workers: threads behind the scopes' async methods (``awrite``, ``arecall``...): the
             blocking work of concurrent coroutines runs on them, never on the event loop.
         dynamic_roles: recall weighs roles by the live context (``Scope.recall(dynamic_roles=...)``
-            overrides it): the role-weight model (:class:`runtime.scoring.roles.RoleWeigher`) maps
+            overrides it): the role-weight model (:class:`runtime.scoring.role_weights.RoleWeigher`) maps
             the query + recent context to weights over sub-roles, which raise the role-match factor
             of memories of the context's sub-roles. Off by default (static role match only).
         cold_vectors: how the cold tier (``archive``) stores vectors: ``int8`` (default; 388 bytes

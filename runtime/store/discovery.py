@@ -40,8 +40,8 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..distribution import pip_extra
 from ..errors import MissingDependencyError, NotFoundError, ValidationError
-from ..install import pip_extra
 from ..record.memir import MemIR
 
 if TYPE_CHECKING:

@@ -23,7 +23,7 @@ import numpy as np
 
 from ..annotate.assembler import Assembly
 from ..annotate.claims import Judgement
-from ..encoders.base import check_vector
+from ..encoders.embedder import check_vector
 from ..errors import ValidationError
 from ..record.memir import MemIR, utcnow
 from .corroboration import BatchNeighbours, corroborate

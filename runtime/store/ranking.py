@@ -7,7 +7,7 @@ score = max(similarity, 0) × confidence × freshness_decay(age) × role_match
 - freshness: ``0.5 ** (age / freshness_half_life)``, 1 when the memory does not decay;
 - role_match: ``1 + full_bonus`` when active role *and* sub-role match the caller's current role,
   ``1 + partial_bonus`` when only the active role matches, 1 otherwise. With dynamic role weights
-  (``RankWeights.role_weights``, from :class:`runtime.scoring.roles.RoleWeigher`): a memory of
+  (``RankWeights.role_weights``, from :class:`runtime.scoring.role_weights.RoleWeigher`): a memory of
   sub-role ``r`` gets ``max(static, 1 + full_bonus · w[r] / max(w))`` — bounded by the static
   maximum, monotone in its weight — and the breakdown's ``role_weight`` shows ``w[r] / max(w)``.
 """

@@ -18,11 +18,11 @@ from typing import Any
 
 import numpy as np
 
-from ..encoders.base import check_vector
+from ..encoders.embedder import check_vector
 from ..errors import ValidationError, check_text
 from ..record.memir import RoleContext, utcnow
 from ..retention.plan import recent_context
-from ..scoring.roles import context_vector, default_role_weigher
+from ..scoring.role_weights import context_vector, default_role_weigher
 from . import tiers
 from .filters import RECALL_SENSITIVITY, build_filter
 from .ranking import Hit

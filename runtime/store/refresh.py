@@ -23,7 +23,7 @@ from datetime import datetime, timedelta
 
 import numpy as np
 
-from ..encoders.base import l2_normalize as unit
+from ..encoders.embedder import l2_normalize as unit
 from ..errors import ValidationError
 from ..record.memir import Flag, utcnow
 from .filters import MemoryFilter

@@ -40,12 +40,11 @@ from ..annotate.assembler import Assembly
 from ..errors import ValidationError
 from ..record.fields import WriteFields
 from ..record.memir import MemIR, RoleContext, utcnow
-from ..record.redaction import contains_sensitive
 from ..retention.decision import MemoryExplanation, RetentionDecision
 from ..retention.policy import CapacityFn, Forgotten, RetentionPolicy
 from ..retention.rules import RuleSet
-from ..scoring.roles import RoleWeigher
-from . import dumps, forgetting, recalling, retaining, session_close, writing
+from ..scoring.role_weights import RoleWeigher
+from . import dumps, forgetting, recalling, retaining, session_close, tagging, writing
 from .aio import AsyncRunner, async_twin, encode_query, encode_write_text, read_items
 from .backend import TenantBackend
 from .filters import FilterFields, build_filter
@@ -60,7 +59,7 @@ from .writing import History
 if TYPE_CHECKING:
     from utilitynet.context import ScoringContext
 
-    from ..scoring.protocol import Scorer
+    from ..scoring.scorer import Scorer
 
 __all__ = ["ForgetReport", "Scope", "Version"]
 
@@ -126,14 +125,7 @@ class Scope:
     def set_task(self, goal: str | None = None, *, stage: float | None = None) -> None:
         """Tell the scope what the agent is working on: the goal text (redacted, then embedded) and
         the task stage in [0, 1]. Retention decisions score with both. ``None`` clears a field."""
-        if stage is not None and (not isinstance(stage, (int, float)) or not 0.0 <= float(stage) <= 1.0):
-            raise ValidationError(f"stage must be a number in [0, 1], got {stage!r}", field="stage")
-        text = None if goal is None else self._core.store.builder.draft(goal, {}).text
-        vec = None if text is None else np.asarray(self._core.store.embedder.encode([text])[0], dtype=np.float32)
-        live = self._core.live()
-        with live.lock:
-            live.goal, live.goal_vector = text, vec
-            live.stage = None if stage is None else float(stage)
+        self._core.set_task(goal, stage)
 
     @contextmanager
     def task(self, goal: str | None = None, *, stage: float | None = None) -> Iterator[Scope]:
@@ -256,31 +248,14 @@ class Scope:
         unknown id, or another user's, raises ``NotFoundError`` and nothing changes). Returns how
         many memories gained a tag.
         """
-        if isinstance(ids, str) or not isinstance(ids, Sequence):
-            raise ValidationError("ids must be a list of memory ids", field="ids")
-        wanted = builtins.list(dict.fromkeys(check_id(i, f"ids[{n}]") for n, i in enumerate(ids)))
-        clean = self.check_tags(tags)
-        found = self._core.tenant.existing_ids(wanted)
-        missing = [i for i in wanted if i not in found]
-        if missing:
-            raise self._core.not_found(missing[0])
-        return self._core.tenant.add_tags(wanted, clean)
+        return tagging.tag(self._core, ids, tags)
 
     @staticmethod
     def check_tags(tags: str | Sequence[str]) -> builtins.list[str]:
         """The tags :meth:`tag` would add: checked like tag filters (letters, digits, spaces and
         ``_ . : @ / + # & -``, at most 128 characters) and refused if they look like PII or a secret
         (tags are stored as given). Raises ``ValidationError`` / ``FilterError`` naming the tag."""
-        if isinstance(tags, str):
-            tags = [tags]
-        if not isinstance(tags, Sequence) or not tags:
-            raise ValidationError("tags must be a tag or a non-empty list of tags", field="tags")
-        clean = build_filter(tags=builtins.list(tags)).tags or []
-        for n, t in enumerate(clean):
-            if contains_sensitive(t):
-                raise ValidationError(f"tags[{n}] looks like PII or a secret; tags are stored as given — "
-                                      "choose a descriptive name", field=f"tags[{n}]")
-        return clean
+        return tagging.check_tags(tags)
 
     # ------------------------------------------------------------------ read side
     def get(self, memory_id: str) -> MemIR:

@@ -22,7 +22,7 @@ from ..errors import NotFoundError, ValidationError
 from ..record.memir import ID_PATTERN, MemIR
 from ..retention.inputs import live_scoring_context
 from ..retention.policy import RetentionPolicy
-from ..scoring.roles import RoleWeigher
+from ..scoring.role_weights import RoleWeigher
 from .backend import TenantBackend
 from .live import LiveContext
 from .ranking import RankWeights
@@ -69,6 +69,17 @@ class ScopeCore:
                     live.open_session = self.tenant.state().open_session
                     live.loaded = True
         return live
+
+    def set_task(self, goal: str | None, stage: float | None) -> None:
+        """The agent's goal (redacted, then embedded) and task stage in [0, 1] (``None`` clears)."""
+        if stage is not None and (not isinstance(stage, (int, float)) or not 0.0 <= float(stage) <= 1.0):
+            raise ValidationError(f"stage must be a number in [0, 1], got {stage!r}", field="stage")
+        text = None if goal is None else self.store.builder.draft(goal, {}).text
+        vec = None if text is None else np.asarray(self.store.embedder.encode([text])[0], dtype=np.float32)
+        live = self.live()
+        with live.lock:
+            live.goal, live.goal_vector = text, vec
+            live.stage = None if stage is None else float(stage)
 
     def session_context(self, ids: Sequence[str]) -> np.ndarray:
         """The stored session-context features of ``ids`` (row-aligned; NaN rows: session still open)."""

@@ -12,13 +12,13 @@ import threading
 from typing import TYPE_CHECKING
 
 from ..annotate.assembler import ContextAssembler
-from ..encoders.base import Embedder, LazyEmbedder
+from ..encoders.embedder import Embedder, LazyEmbedder
 from ..record.builder import RecordBuilder
 from .config import StoreConfig
 from .live import LiveContext
 
 if TYPE_CHECKING:
-    from ..scoring.protocol import Scorer
+    from ..scoring.scorer import Scorer
     from .aio import AsyncRunner
 
 __all__ = ["StoreServices"]

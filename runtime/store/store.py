@@ -25,7 +25,7 @@ from pydantic import TypeAdapter
 from pydantic import ValidationError as PydanticValidationError
 
 from ..annotate.assembler import ContextAssembler
-from ..encoders.base import Embedder, LazyEmbedder
+from ..encoders.embedder import Embedder, LazyEmbedder
 from ..errors import ValidationError
 from ..record.builder import RecordBuilder
 from ..record.memir import Id
@@ -37,7 +37,7 @@ from .location import is_postgres_url
 from .migrate import CopyReport, check_batch_size, copy_store
 from .scope import Scope
 from .services import StoreServices
-from .sqlite.backend import SqliteStore
+from .sqlite.backend import SqliteStoreBackend
 
 __all__ = ["MemoryStore", "StoreConfig"]
 
@@ -84,11 +84,11 @@ class MemoryStore:
         lazy = LazyEmbedder(_default_embedder, embedder)
         db: StoreBackend
         if is_postgres_url(path):
-            from .postgres.backend import PgStore  # psycopg lives in the `postgres` extra
-            db = PgStore.open(str(path), pool_size=cfg.pool_size, create=create, embedder=lazy,
+            from .postgres.backend import PgStoreBackend  # psycopg lives in the `postgres` extra
+            db = PgStoreBackend.open(str(path), pool_size=cfg.pool_size, create=create, embedder=lazy,
                               exact_search_max=cfg.exact_search_max, cold_vectors=cfg.cold_vectors)
         else:
-            db = SqliteStore.open(path, busy_timeout_ms=cfg.busy_timeout_ms, create=create, embedder=lazy,
+            db = SqliteStoreBackend.open(path, busy_timeout_ms=cfg.busy_timeout_ms, create=create, embedder=lazy,
                                   cold_vectors=cfg.cold_vectors)
         return cls(db, lazy, cfg)
 

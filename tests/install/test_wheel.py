@@ -72,7 +72,7 @@ def test_the_lean_install_has_no_torch_and_no_train_package(lean: dict[str, Path
     assert "site-packages/runtime/checkpoints/utilitynet.onnx" in where
     assert Path(where).read_bytes() == (REPO / "checkpoints" / "utilitynet.onnx").read_bytes()
     # so does the role-weight model with its card, and it loads (sha256 checked) without torch
-    code = ("from runtime.scoring.roles import RoleWeigher as R; w = R(); "
+    code = ("from runtime.scoring.role_weights import RoleWeigher as R; w = R(); "
             "print(w.path); print(len(w.labels))")
     out = run([str(lean["py"]), "-c", code], cwd=lean["root"], env=env_for(lean)).stdout.split()
     assert "site-packages/runtime/checkpoints/role_weights.onnx" in out[0]

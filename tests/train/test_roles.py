@@ -1,4 +1,4 @@
-"""``python -m train.fit.roles``: a tiny simulator + support-desk sample trains, exports, and the runtime
+"""``python -m train.fit.role_weights``: a tiny simulator + support-desk sample trains, exports, and the runtime
 loader reads the result back (labels, card, checksum)."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 
 from runtime.encoders import HashEmbedder
-from runtime.scoring.roles import RoleWeigher
-from train.fit.roles import build_data, main, support_desk, train_and_export
+from runtime.scoring.role_weights import RoleWeigher
+from train.fit.role_weights import build_data, main, support_desk, train_and_export
 
 
 def test_the_splits_share_labels_but_no_text() -> None:

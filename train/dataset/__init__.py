@@ -2,7 +2,7 @@
 the schema, hashing and value checks of a round (:mod:`.checks`)."""
 
 from .groups import FitData, session_segments
-from .rows import (
+from .round_files import (
     MANIFEST_FILE,
     ROWS_FILE,
     SOURCES,

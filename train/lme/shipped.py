@@ -40,7 +40,7 @@ from runtime.integrity import file_sha256 as _sha256
 from utilitynet.features import FEATURE_NAMES, FeatureSpec
 
 from ..conversation_rows import ConversationRows
-from ..dataset.rows import replace_dir
+from ..dataset.round_files import replace_dir
 
 __all__ = ["LME_LICENSE", "SPLIT_TRAIN", "SPLIT_VALIDATION", "ShippedRows", "read_shipped", "write_shipped"]
 

@@ -71,9 +71,9 @@ from dataclasses import dataclass
 
 from ...errors import ValidationError
 from ..memir import Sensitivity
+from .detectors import RULES as _RULES
+from .detectors import Check, Rule
 from .kinds import RedactionKind
-from .rules import RULES as _RULES
-from .rules import Check, Rule
 
 __all__ = [
     "Finding",

@@ -1,5 +1,5 @@
-"""The PostgreSQL backend as the store sees it: :class:`PgStore` (the database) hands out
-:class:`PgScope` objects (one scope's rows, with search, forgetting and the decision log bound to
+"""The PostgreSQL backend as the store sees it: :class:`PgStoreBackend` (the database) hands out
+:class:`PgTenantBackend` objects (one scope's rows, with search, forgetting and the decision log bound to
 it), satisfying :mod:`runtime.store.backend`'s contract."""
 
 from __future__ import annotations
@@ -14,16 +14,16 @@ from ...retention.decision import MemoryExplanation, RetentionDecision
 from ..filters import MemoryFilter
 from ..forget_plan import Cascade, ForgetPlan
 from ..ranking import RankWeights, SearchResult
-from . import decisions as _decisions
-from . import forget as _forget
+from . import decision_log as _decisions
+from . import forgetting as _forget
 from .db import PgDB
 from .search import search
 from .tenant import PgTenant, retried
 
-__all__ = ["PgScope", "PgStore"]
+__all__ = ["PgTenantBackend", "PgStoreBackend"]
 
 
-class PgScope(PgTenant):
+class PgTenantBackend(PgTenant):
     """One scope of a PostgreSQL store: its rows (:class:`PgTenant`) plus search, forgetting and decisions."""
 
     def search(self, flt: MemoryFilter, now: datetime, q: np.ndarray, *, k: int, pool: int,
@@ -54,8 +54,8 @@ class PgScope(PgTenant):
         return _decisions.get(self, decision_id)
 
 
-class PgStore(PgDB):
+class PgStoreBackend(PgDB):
     """A PostgreSQL store: :class:`PgDB` plus the scopes it hands out."""
 
-    def tenant(self, user_id: str, agent_id: str) -> PgScope:
-        return PgScope(self, user_id, agent_id)
+    def tenant(self, user_id: str, agent_id: str) -> PgTenantBackend:
+        return PgTenantBackend(self, user_id, agent_id)

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, Self, TypeVar
 
-from ...encoders.base import Embedder
+from ...encoders.embedder import Embedder
 from ...errors import DeletionPendingError, MissingDependencyError, StorageError, ValidationError
 from .. import tiers
 from ..location import redact_url

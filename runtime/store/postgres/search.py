@@ -26,7 +26,7 @@ from ...record.memir import RoleContext
 from .. import tiers
 from ..filters import MemoryFilter
 from ..ranking import Hit, RankWeights, SearchResult, score
-from ..rows import READ_COLS, row_to_record
+from ..row_codec import READ_COLS, row_to_record
 from .tenant import PgTenant
 
 __all__ = ["search"]

@@ -23,7 +23,7 @@ from ...record.links import LinkKind, with_link, without_links
 from ...record.memir import Flag, MemIR
 from ..backend import LoggedDecision, ScopeLogs, ScopeRow, StoredRow
 from ..filters import MemoryFilter
-from ..rows import COLUMNS, N_COLUMNS, READ_COLS, body_json, record_to_row, row_to_record, ts, with_tags
+from ..row_codec import COLUMNS, N_COLUMNS, READ_COLS, body_json, record_to_row, row_to_record, ts, with_tags
 from ..tiers import wanted_format
 from ..write_checks import BatchNames, check_references, unique_ids
 from .db import PgDB

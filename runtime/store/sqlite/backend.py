@@ -1,5 +1,5 @@
-"""The SQLite backend as the store sees it: :class:`SqliteStore` (the file) hands out
-:class:`SqliteScope` objects (one scope's rows, with search, forgetting and the decision log
+"""The SQLite backend as the store sees it: :class:`SqliteStoreBackend` (the file) hands out
+:class:`SqliteTenantBackend` objects (one scope's rows, with search, forgetting and the decision log
 bound to it), satisfying :mod:`runtime.store.backend`'s contract."""
 
 from __future__ import annotations
@@ -14,16 +14,16 @@ from ...retention.decision import MemoryExplanation, RetentionDecision
 from ..filters import MemoryFilter
 from ..forget_plan import Cascade, ForgetPlan
 from ..ranking import RankWeights, SearchResult
-from . import decisions as _decisions
-from . import forget as _forget
+from . import decision_log as _decisions
+from . import forgetting as _forget
 from .db import SqliteDB
 from .search import search
 from .tenant import SqliteTenant
 
-__all__ = ["SqliteScope", "SqliteStore"]
+__all__ = ["SqliteTenantBackend", "SqliteStoreBackend"]
 
 
-class SqliteScope(SqliteTenant):
+class SqliteTenantBackend(SqliteTenant):
     """One scope of an SQLite store: its rows (:class:`SqliteTenant`) plus search, forgetting and decisions."""
 
     def search(self, flt: MemoryFilter, now: datetime, q: np.ndarray, *, k: int, pool: int,
@@ -55,8 +55,8 @@ class SqliteScope(SqliteTenant):
         return _decisions.get(self, decision_id)
 
 
-class SqliteStore(SqliteDB):
+class SqliteStoreBackend(SqliteDB):
     """An SQLite store file: :class:`SqliteDB` plus the scopes it hands out."""
 
-    def tenant(self, user_id: str, agent_id: str) -> SqliteScope:
-        return SqliteScope(self, user_id, agent_id)
+    def tenant(self, user_id: str, agent_id: str) -> SqliteTenantBackend:
+        return SqliteTenantBackend(self, user_id, agent_id)

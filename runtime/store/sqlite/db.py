@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Self
 
-from ...encoders.base import Embedder
+from ...encoders.embedder import Embedder
 from ...errors import DeletionPendingError, NotFoundError, ValidationError
 from .. import tiers
 from . import vectors as _vectors

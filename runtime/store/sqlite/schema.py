@@ -1,5 +1,5 @@
 """The SQLite layout of a memir store and its migrations (the record <-> row mapping is
-:mod:`runtime.store.rows`, shared with the PostgreSQL backend).
+:mod:`runtime.store.row_codec`, shared with the PostgreSQL backend).
 
 Typed columns for every field a query filters on (composite indexes start with the tenant columns,
 so every scoped query is an index range scan); the full record as JSON for exact round-trips;

@@ -17,7 +17,7 @@ import numpy as np
 from ...record.memir import RoleContext
 from ..filters import MemoryFilter
 from ..ranking import Hit, RankWeights, SearchResult, score
-from ..rows import READ_COLS, row_to_record
+from ..row_codec import READ_COLS, row_to_record
 from .tenant import SqliteTenant
 
 __all__ = ["search"]

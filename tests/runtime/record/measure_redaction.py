@@ -1,6 +1,6 @@
 """Measure the default redactor on the held-out batch ``redaction_heldout.jsonl``.
 
-The batch was written without looking at the detectors (``runtime/record/redaction/rules.py``), so
+The batch was written without looking at the detectors (``runtime/record/redaction/detectors.py``), so
 its figures estimate how redaction does on phrasings it was not tuned to. Each line is one JSON
 object ``{"id", "text", "kind", "secret", "lang"}``: ``kind``/``secret`` are ``null`` for a benign
 look-alike, otherwise ``secret`` is the exact substring of ``text`` that must not survive.

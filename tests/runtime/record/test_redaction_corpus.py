@@ -28,8 +28,8 @@ from runtime import MemoryStore
 from runtime.encoders import HashEmbedder
 from runtime.record import RecordBuilder, Sensitivity
 from runtime.record.redaction import RedactionKind, redact
+from runtime.record.redaction.detectors import RULES
 from runtime.record.redaction.redactor import _WINDOW_MIN_CHARS, _apply, _apply_windowed, _compile_gate
-from runtime.record.redaction.rules import RULES
 
 MIN_RECALL = 0.97
 MAX_FP_RATE = 0.01

@@ -254,8 +254,8 @@ def test_empty_ruleset_and_isolation_of_decisions(store_target) -> None:  # type
 
 def test_a_failing_decision_applies_nothing(scope, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """Candidates, archiving and the decision record are one transaction."""
-    import runtime.store.postgres.decisions as pg_decisions
-    import runtime.store.sqlite.decisions as sqlite_decisions
+    import runtime.store.postgres.decision_log as pg_decisions
+    import runtime.store.sqlite.decision_log as sqlite_decisions
 
     for i in range(5):
         scope.write(f"note {i}")

@@ -20,13 +20,13 @@ import pytest
 from runtime import MemoryStore, StoreConfig
 from runtime.errors import DataIntegrityError, EncoderMismatchError, ModelNotFoundError, SchemaMismatchError
 from runtime.record import RoleContext
-from runtime.scoring.roles import RoleWeigher, context_vector, default_role_model_path
+from runtime.scoring.role_weights import RoleWeigher, context_vector, default_role_model_path
 from runtime.store.ranking import RankWeights, ScoreBreakdown, format_context, score
-from train.fit.roles import export_onnx
+from train.fit.role_weights import export_onnx
 
 ROOT = Path(__file__).resolve().parents[3]
 SHIPPED = ROOT / "checkpoints" / "role_weights.onnx"
-shipped = pytest.mark.skipif(not SHIPPED.is_file(), reason="no role model exported (python -m train.fit.roles)")
+shipped = pytest.mark.skipif(not SHIPPED.is_file(), reason="no role model exported (python -m train.fit.role_weights)")
 LABELS = ["billing", "technical", "complaints"]
 
 
@@ -50,7 +50,7 @@ def toy_model(tmp_path: Path, encoder_id: str, dim: int = 64) -> Path:
 @shipped
 def test_the_shipped_model_loads_without_torch() -> None:
     code = ("import json, sys, numpy as np\n"
-            "from runtime.scoring.roles import RoleWeigher\n"
+            "from runtime.scoring.role_weights import RoleWeigher\n"
             "w = RoleWeigher()\n"
             "x = w.weights(np.ones(w.card.embedding_dim, np.float32) / w.card.embedding_dim ** 0.5)\n"
             "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'sklearn', 'train'))\n"

@@ -16,7 +16,7 @@ import runtime.store.postgres.search as pg_search
 from runtime import MemoryStore, StoreConfig
 from runtime.encoders import HashEmbedder
 from runtime.errors import NotFoundError, ValidationError
-from runtime.store.postgres.backend import PgStore
+from runtime.store.postgres.backend import PgStoreBackend
 from runtime.store.postgres.schema import APP_ROLE
 from tests.pg import PgServer
 
@@ -35,7 +35,7 @@ def test_raw_sql_without_a_tenant_clause_sees_only_its_scope(store_target: Any) 
     that scope's rows, in every tenant table; writes into another scope are refused."""
     url = store_target("rls")
     _two_users(url)
-    db = PgStore.open(url, pool_size=2, create=False, embedder=HashEmbedder(dim=16))
+    db = PgStoreBackend.open(url, pool_size=2, create=False, embedder=HashEmbedder(dim=16))
     try:
         with db.scoped("alice", "default") as conn:
             contents = sorted(r[0] for r in conn.execute("SELECT record::jsonb->>'content' FROM memories"))

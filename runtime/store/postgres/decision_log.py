@@ -1,6 +1,6 @@
 """Applying retention decisions to a PostgreSQL scope, and reading the decision log back.
 
-The same contract as the SQLite backend (:mod:`runtime.store.sqlite.decisions`): the final actions
+The same contract as the SQLite backend (:mod:`runtime.store.sqlite.decision_log`): the final actions
 come from :func:`runtime.store.decision_log.finalize`, and a decision is applied in **one**
 scoped transaction — candidates inserted, items archived, promoted or forgotten (vectors
 re-encoded to the format of their new tier), usage columns updated, the decision recorded — all
@@ -21,7 +21,7 @@ from ...retention.decision import MemoryExplanation, RetentionDecision
 from ..decision_log import explanation, finalize, from_rows, head_json
 from ..forget_plan import ForgetPlan
 from ..tiers import is_promotion
-from . import forget as _forget
+from . import forgetting as _forget
 from .tenant import PgTenant, lock_rows
 
 __all__ = ["apply", "explain", "get", "recent"]

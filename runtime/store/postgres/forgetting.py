@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..forget_plan import Cascade, ForgetPlan, decide, placeholder, placeholder_text
-from ..rows import body_json
+from ..row_codec import body_json
 from .tenant import PgTenant, lock_rows
 
 __all__ = ["descendants", "execute", "plan", "run", "tombstone_logs"]

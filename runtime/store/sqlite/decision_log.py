@@ -21,7 +21,7 @@ from ...retention.decision import MemoryExplanation, RetentionDecision
 from ..decision_log import explanation, finalize, from_rows, head_json
 from ..forget_plan import ForgetPlan
 from ..tiers import is_promotion
-from . import forget as _forget
+from . import forgetting as _forget
 from .tenant import SqliteTenant
 
 __all__ = ["apply", "explain", "get", "recent"]

@@ -1,7 +1,7 @@
 """Dynamic role weights (seed 000 §5.2.3): the live context -> a distribution over sub-roles.
 
 :class:`RoleWeigher` runs a tiny exported model (multinomial logistic regression over sentence
-embeddings, fit by ``python -m train.fit.roles``) with onnxruntime — no torch, no LLM. Its input is the
+embeddings, fit by ``python -m train.fit.role_weights``) with onnxruntime — no torch, no LLM. Its input is the
 *context vector* (:func:`context_vector`): the unit mean of the unit query vector and the scope's
 recent-context vector (unit mean of its last ``policy.recent_window`` memories); with no recent
 memories it is the query alone. Its output is a softmax over the sub-role labels listed in the
@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from ..encoders.base import l2_normalize
+from ..encoders.embedder import l2_normalize
 from ..errors import DataIntegrityError, EncoderMismatchError, ModelNotFoundError, SchemaMismatchError, VectorError
 from ..integrity import file_sha256
 
@@ -53,7 +53,7 @@ ROLE_INPUT = "context"
 ROLE_OUTPUT = "weights"
 
 _HERE = Path(__file__).resolve()
-_FIX = "re-run `python -m train.fit.roles --out checkpoints/role_weights.onnx`, or reinstall the package"
+_FIX = "re-run `python -m train.fit.role_weights --out checkpoints/role_weights.onnx`, or reinstall the package"
 
 
 def default_role_model_path() -> Path:

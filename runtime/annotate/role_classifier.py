@@ -21,7 +21,7 @@ from typing import Literal
 
 import numpy as np
 
-from ..encoders.base import Embedder, l2_normalize
+from ..encoders.embedder import Embedder, l2_normalize
 from ..errors import ValidationError
 
 __all__ = ["RoleClassifier", "RoleConfig", "RoleDecision"]

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..forget_plan import Cascade, ForgetPlan, decide, placeholder, placeholder_text
-from ..rows import body_json
+from ..row_codec import body_json
 from .tenant import SqliteTenant
 
 __all__ = ["descendants", "execute", "plan", "run", "tombstone_logs"]

@@ -16,10 +16,10 @@ weight must rise.
 Model: multinomial logistic regression (scikit-learn) on unit vectors, exported as ONNX ``Gemm`` +
 ``Softmax`` (opset 17): input ``context`` ``(n, dim)`` float32, output ``weights`` ``(n, labels)``.
 The card (``.json`` next to the model) lists the labels, encoder id and width, the file's sha256
-and this summary; :class:`runtime.scoring.roles.RoleWeigher` checks all of it on load.
+and this summary; :class:`runtime.scoring.role_weights.RoleWeigher` checks all of it on load.
 
 Usage:
-    python -m train.fit.roles --out checkpoints/role_weights.onnx   # real MiniLM encoder (~1 min)
+    python -m train.fit.role_weights --out checkpoints/role_weights.onnx   # real MiniLM encoder (~1 min)
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ import numpy as np
 
 from runtime.encoders import Embedder
 from runtime.integrity import file_sha256
-from runtime.scoring.roles import (
+from runtime.scoring.role_weights import (
     ROLE_INPUT,
     ROLE_MODEL_KIND,
     ROLE_OUTPUT,
@@ -264,7 +264,7 @@ def train_and_export(embedder: Embedder, out: str | Path, *, n_episodes: int = 2
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m train.fit.roles", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m train.fit.role_weights", description=__doc__.split("\n\n")[0])
     p.add_argument("--out", default="checkpoints/role_weights.onnx", help="ONNX file (the card goes next to it)")
     p.add_argument("--episodes", type=int, default=24, help="simulator training episodes")
     p.add_argument("--eval-episodes", type=int, default=8, help="simulator evaluation episodes")

@@ -26,7 +26,7 @@ $(BIN)/.installed: pyproject.toml
 install: $(BIN)/.installed ## Build .venv with every extra (torch pinned to 2.13.0, installed first)
 
 $(ENCODER_DIR)/model.onnx: | $(BIN)/.installed
-	$(BIN)/python -m utilitynet.encoder_export --out $(ENCODER_DIR)
+	$(BIN)/python -m train.encoder --out $(ENCODER_DIR)   # the runtime's torch-free build, checked against sentence-transformers
 
 encoder: $(ENCODER_DIR)/model.onnx ## Export the offline all-MiniLM-L6-v2 encoder to ONNX (once)
 

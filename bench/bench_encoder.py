@@ -94,10 +94,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         OnnxEncoder(enc_dir)
     except EncoderUnavailableError:
-        from utilitynet.encoder_export import export_encoder
+        from runtime.encoders.install import install_encoder
         tmp = tempfile.TemporaryDirectory(prefix="memir-bench-enc-")
-        print(f"no encoder at {enc_dir}; exporting into {tmp.name}", file=sys.stderr)
-        enc_dir = export_encoder(Path(tmp.name) / "enc", on_progress=lambda s: print(s, file=sys.stderr))
+        print(f"no encoder at {enc_dir}; building one into {tmp.name}", file=sys.stderr)
+        enc_dir = install_encoder(Path(tmp.name) / "enc")
 
     t = time.perf_counter()
     onnx = OnnxEncoder(enc_dir, config=OnnxEncoderConfig(intra_op_threads=args.threads))
@@ -106,7 +106,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     t = time.perf_counter()
     import torch
 
-    from utilitynet.encoder_reference import SentenceTransformerEmbedder
+    from train.encoder.reference import SentenceTransformerEmbedder
     torch.set_num_threads(args.threads)
     st = SentenceTransformerEmbedder()
     st_load = time.perf_counter() - t

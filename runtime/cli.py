@@ -393,22 +393,9 @@ def cmd_score(a: argparse.Namespace) -> int:
 
 
 def cmd_encoder(a: argparse.Namespace) -> int:
-    if a.action == "install":
-        from .encoders.install import install_encoder
-        path = install_encoder(a.out, weights=a.weights)
-        _emit(a, {"encoder_dir": str(path)}, [f"encoder ready at {path}"])
-        return 0
-    from importlib.util import find_spec
-
-    if find_spec("torch") is None or find_spec("sentence_transformers") is None:
-        raise MissingDependencyError("`memir encoder export` traces the encoder with torch, which is not installed "
-                                     "— use `memir encoder install` (no torch)")
-    from utilitynet.encoder_export import export_encoder
-
-    from .encoders.onnx import default_encoder_dir
-
-    path = export_encoder(a.out or default_encoder_dir())
-    _emit(a, {"encoder_dir": str(path)}, [f"encoder exported to {path}"])
+    from .encoders.install import install_encoder  # "export" is the same build (kept as a name for old scripts)
+    path = install_encoder(a.out, weights=a.weights)
+    _emit(a, {"encoder_dir": str(path)}, [f"encoder ready at {path}"])
     return 0
 
 
@@ -638,11 +625,12 @@ def build_parser() -> argparse.ArgumentParser:
              "memir migrate-schema postgresql://memir@db.internal/memir")
     db(sp)
 
-    sp = add("encoder", cmd_encoder, "install the sentence encoder (no torch), or export it with torch",
+    sp = add("encoder", cmd_encoder, "install the sentence encoder (no torch)",
              "memir encoder install     (pip install 'memir-runtime[encoder]' first)")
     sp.add_argument("action", choices=["install", "export"],
-                    help="install: build the ONNX graph from the weights with onnx + numpy; export: trace it "
-                         "with torch (training environments)")
+                    help="install: build the ONNX graph from the weights with onnx + numpy; export: the same "
+                         "(its former torch trace is gone: one build, checked against sentence-transformers "
+                         "by `python -m train.encoder` in a training environment)")
     sp.add_argument("--out", type=_path, default=None, help="encoder directory (default ~/.cache/memir/encoders/"
                                                 "all-MiniLM-L6-v2 or $MEMIR_ENCODER_DIR)")
     sp.add_argument("--weights", type=_path, default=None, help="install from this weights directory instead of downloading "

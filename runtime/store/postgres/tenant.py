@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -62,6 +62,8 @@ def lock_rows(tenant: PgTenant, conn: Any, ids: Sequence[str]) -> None:
 class PgTenant:
     """Reads and writes of one ``(user_id, agent_id)`` scope of a PostgreSQL store."""
 
+    placeholder = "%s"  # the SQL dialect shared code writes in (runtime.store.decision_log)
+
     def __init__(self, db: PgDB, user_id: str, agent_id: str) -> None:
         self.db = db
         self.user_id = user_id
@@ -76,6 +78,10 @@ class PgTenant:
     def clause(self, alias: str = "m") -> tuple[str, list[Any]]:
         """The scope's SQL condition and parameters (row-level security enforces it as well)."""
         return f"{alias}.user_id = %s AND {alias}.agent_id = %s", [self.user_id, self.agent_id]
+
+    def reading(self) -> AbstractContextManager[Any]:
+        """A scoped transaction for statements that change nothing."""
+        return self.tx()
 
     def conform(self, conn: Any, rowids: Sequence[int]) -> int:
         """Inside a transaction: re-encode the vectors of this scope's ``rowids`` into the format

@@ -10,7 +10,8 @@ from datetime import datetime
 import numpy as np
 
 from ...record.memir import MemIR, RoleContext
-from ...retention.decision import MemoryExplanation, RetentionDecision
+from ...retention.decision import RetentionDecision
+from ..decision_log import LogReads
 from ..filters import MemoryFilter
 from ..forget_plan import Cascade, ForgetPlan
 from ..ranking import RankWeights, SearchResult
@@ -23,8 +24,9 @@ from .tenant import SqliteTenant
 __all__ = ["SqliteTenantBackend", "SqliteStoreBackend"]
 
 
-class SqliteTenantBackend(SqliteTenant):
-    """One scope of an SQLite store: its rows (:class:`SqliteTenant`) plus search, forgetting and decisions."""
+class SqliteTenantBackend(SqliteTenant, LogReads):
+    """One scope of an SQLite store: its rows (:class:`SqliteTenant`) plus search, forgetting and decisions
+    (the log is read back by :class:`~runtime.store.decision_log.LogReads`, shared with PostgreSQL)."""
 
     def search(self, flt: MemoryFilter, now: datetime, q: np.ndarray, *, k: int, pool: int,
                context: RoleContext | None, weights: RankWeights, touch: bool) -> SearchResult:
@@ -44,15 +46,6 @@ class SqliteTenantBackend(SqliteTenant):
     def apply_decision(self, decision: RetentionDecision, *, candidates: Sequence[tuple[MemIR, np.ndarray]] = (),
                        dry_run: bool = False) -> RetentionDecision:
         return _decisions.apply(self, decision, candidates=candidates, dry_run=dry_run)
-
-    def explain(self, memory_id: str) -> MemoryExplanation:
-        return _decisions.explain(self, memory_id)
-
-    def decisions(self, limit: int) -> list[RetentionDecision]:
-        return _decisions.recent(self, limit)
-
-    def decision(self, decision_id: str) -> RetentionDecision:
-        return _decisions.get(self, decision_id)
 
 
 class SqliteStoreBackend(SqliteDB):

@@ -1,4 +1,4 @@
-"""Applying retention decisions to an SQLite scope, and reading the decision log back.
+"""Applying retention decisions to an SQLite scope (reading the log back: :mod:`runtime.store.decision_log`).
 
 :func:`apply` writes a planned :class:`~runtime.retention.RetentionDecision` in **one
 transaction**: kept candidates are inserted, dropped items archived or deleted (a deleted item others
@@ -9,22 +9,20 @@ with every backend); a dry run computes exactly the same lists without writing.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from ...errors import NotFoundError
 from ...record.memir import MemIR
-from ...retention.decision import MemoryExplanation, RetentionDecision
-from ..decision_log import explanation, finalize, from_rows, head_json
+from ...retention.decision import RetentionDecision
+from ..decision_log import head_json, planned
 from ..forget_plan import ForgetPlan
 from ..tiers import is_promotion
 from . import forgetting as _forget
 from .tenant import SqliteTenant
 
-__all__ = ["apply", "explain", "get", "recent"]
+__all__ = ["apply"]  # reading the log back: runtime.store.decision_log (every backend)
 
 
 def apply(tenant: SqliteTenant, decision: RetentionDecision, *, candidates: Sequence[tuple[MemIR, np.ndarray]] = (),
@@ -38,12 +36,11 @@ def apply(tenant: SqliteTenant, decision: RetentionDecision, *, candidates: Sequ
         dry_run: compute the final actions only; change nothing.
         placeholder_vector: vector of the placeholder text (computed once by the caller).
     """
-    present = tenant.existing_ids([m for m, it in decision.items.items() if not it.candidate])
-    out, by = finalize(decision, present, lambda ids: _forget.plan(tenant, ids, "redact"), dry_run=dry_run)
-    final = out.items
+    out, by, new = planned(tenant, decision, candidates, lambda ids: _forget.plan(tenant, ids, "redact"),
+                           dry_run=dry_run)
     if dry_run:
         return out
-    new = [(r, v) for r, v in candidates if final[r.id].action == "write"]
+    final = out.items
     t, tp = tenant.clause("memories", check_only=True)
     with tenant.db.transaction() as conn:
         if new:
@@ -82,45 +79,3 @@ def _scope_seq(conn: Any, tenant: SqliteTenant) -> int:
     row = conn.execute("SELECT seq FROM scopes WHERE user_id=? AND agent_id=?",
                        (tenant.user_id, tenant.agent_id)).fetchone()
     return int(row[0]) if row else 0
-
-
-def get(tenant: SqliteTenant, decision_id: str) -> RetentionDecision:
-    """One decision of this scope, items included (``NotFoundError`` otherwise)."""
-    t, tp = tenant.clause("decisions")
-    with tenant.db.read() as conn:
-        row = conn.execute(f"SELECT id, payload FROM decisions WHERE {t} AND decision_id = ?",
-                           tp + [decision_id]).fetchone()
-        if row is None:
-            raise NotFoundError(f"no decision {decision_id!r} in scope user={tenant.user_id!r} "
-                                f"agent={tenant.agent_id!r}")
-        items = conn.execute("SELECT memory_id, payload FROM decision_items WHERE decision_rowid = ?",
-                             (row[0],)).fetchall()
-    return from_rows(row[1], items)
-
-
-def recent(tenant: SqliteTenant, limit: int) -> list[RetentionDecision]:
-    """The scope's decisions, most recently made first, without their per-item details.
-
-    Ordered by when they were recorded, not by their ``at``: a caller may decide "as of" any time
-    (a replay of dated history, a backfill), and the log must still read in the order it was written.
-    """
-    t, tp = tenant.clause("decisions")
-    with tenant.db.read() as conn:
-        rows = conn.execute(f"SELECT payload FROM decisions WHERE {t} ORDER BY id DESC LIMIT ?",
-                            tp + [int(limit)]).fetchall()
-    return [RetentionDecision.model_validate(json.loads(p)) for (p,) in rows]
-
-
-def explain(tenant: SqliteTenant, memory_id: str) -> MemoryExplanation:
-    """Why a memory is here (or was dropped), and when: its tier plus every decision about it."""
-    t, tp = tenant.clause("d")
-    with tenant.db.read() as conn:
-        rows = conn.execute(
-            f"SELECT d.payload, i.payload FROM decision_items i JOIN decisions d ON d.id = i.decision_rowid "
-            f"WHERE {t} AND i.memory_id = ? ORDER BY d.id", tp + [memory_id]).fetchall()
-    tier = tenant.tier_of(memory_id)
-    out = explanation(memory_id, tier, rows, tenant.versions(memory_id) if tier is not None else [])
-    if out is None:
-        raise NotFoundError(f"no memory or decision about {memory_id!r} in scope user={tenant.user_id!r} "
-                            f"agent={tenant.agent_id!r}")
-    return out

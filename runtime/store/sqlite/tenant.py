@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any
 
@@ -36,6 +37,8 @@ _INSERT_MEMORY = f"INSERT INTO memories({COLUMNS}) VALUES ({','.join('?' * N_COL
 class SqliteTenant:
     """Reads and writes of one ``(user_id, agent_id)`` scope. Get one from ``SqliteDB``'s store."""
 
+    placeholder = "?"  # the SQL dialect shared code writes in (runtime.store.decision_log)
+
     def __init__(self, db: SqliteDB, user_id: str, agent_id: str) -> None:
         self.db = db
         self.user_id = user_id
@@ -48,6 +51,10 @@ class SqliteTenant:
         them, which without table statistics it prefers, turning a 10-row lookup into a scan."""
         p = "+" if check_only else ""
         return f"{p}{alias}.user_id = ? AND {p}{alias}.agent_id = ?", [self.user_id, self.agent_id]
+
+    def reading(self) -> AbstractContextManager[sqlite3.Connection]:
+        """The connection for statements that change nothing (under the store's lock)."""
+        return self.db.read()
 
     # ------------------------------------------------------------------ per-scope state
     def state(self) -> ScopeRow:

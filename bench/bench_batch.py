@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n-jsonl", type=int, default=200_000, help="JSONL records")
     ap.add_argument("--n-rows", type=int, default=100_000, help="records for the record-at-a-time baseline")
     ap.add_argument("--rss-n", type=int, default=5_000_000, help="Parquet records for the peak-memory figure (0: skip)")
-    ap.add_argument("--ray-n", type=int, default=200_000, help="Parquet records for the Ray figure")
+    ap.add_argument("--ray-n", type=int, default=200_000, help="Parquet records for the Ray figure (0: skip)")
     ap.add_argument("--no-ray", action="store_true", help="skip the Ray figure")
     ap.add_argument("--tmp", default=None, help="where the dumps go (default: the temporary directory)")
     a = ap.parse_args(argv)
@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  ratio: {jl['records_per_s'] / jr['records_per_s']:.2f}x   (goal: 50,000 records/s)")
         js.unlink()
 
-        if not a.no_ray:
+        if not a.no_ray and a.ray_n > 0:
             rp = tmp / "ray.parquet"
             write_parquet(rp, a.ray_n, seed=2)
             single = _score(rp, tmp / "r1.parquet")

@@ -723,10 +723,9 @@ def _printable(text: str) -> str:
 
 def _one_line(e: BaseException) -> str:
     if isinstance(e, CliError):
-        return _printable(f"{e.what} — {e.fix}" if e.fix else e.what)
+        return f"{e.what} — {e.fix}" if e.fix else e.what
     if isinstance(e, OSError) and not isinstance(e, MemirError):
-        return _printable(f"{e.strerror or e}: {e.filename or ''} — check the path and its permissions"
-                          .replace(":  —", " —"))
+        return f"{e.strerror or e}: {e.filename or ''} — check the path and its permissions".replace(":  —", " —")
     msg = " ".join(str(e).split())
     if not isinstance(e, MemirError):
         return f"internal error ({type(e).__name__}: {msg}) — rerun with --debug and report it"
@@ -744,7 +743,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as e:  # every failure becomes one line and a distinct exit code
         if getattr(args, "debug", False):
             traceback.print_exc()
-        print(f"memir: {_one_line(e)}", file=sys.stderr)
+        print(f"memir: {_printable(_one_line(e))}", file=sys.stderr)  # every kind of error, one printable line
         return EXIT[_kind(e)]
 
 

@@ -3,7 +3,8 @@
 A decision over a scope sees its working memories (records, unit vectors, write steps) and the
 unsaved candidates offered with the call, which join at the next write steps. It scores them in the
 scope's live context: the recent-context vector, the task's goal and stage, and the session
-features stored when each record's session closed. :func:`decision_inputs` builds exactly that, for
+features stored when each record's session closed. :func:`decision_rows` lines the rows up, and
+:func:`live_scoring_context` / :func:`with_steps` give the context, for
 :class:`~runtime.retention.plan.RetentionPlan`; the store reads the rows, this module arranges them,
 so the plan builder is one and the facade assembles nothing itself.
 """
@@ -23,24 +24,22 @@ from .plan import recent_context, scoring_context
 if TYPE_CHECKING:
     from utilitynet.context import ScoringContext
 
-__all__ = ["DecisionInputs", "decision_inputs", "live_scoring_context"]
+__all__ = ["DecisionRows", "decision_rows", "live_scoring_context", "with_steps"]
 
 
 @dataclass(frozen=True)
-class DecisionInputs:
+class DecisionRows:
     """The rows of one decision, row-aligned: stored memories first, then the candidates.
 
     Attributes:
         records: the records. vectors: ``(n, d)`` unit vectors. steps: write steps.
         candidate: ``True`` for the unsaved candidates (written only if kept).
-        context: the scoring context of the decision.
     """
 
     records: list[MemIR]
     vectors: np.ndarray
     steps: np.ndarray
     candidate: np.ndarray
-    context: ScoringContext
 
 
 def live_scoring_context(*, now: datetime, steps: np.ndarray, recent_vectors: np.ndarray,
@@ -51,23 +50,22 @@ def live_scoring_context(*, now: datetime, steps: np.ndarray, recent_vectors: np
                            session=session)
 
 
-def decision_inputs(records: Sequence[MemIR], vectors: np.ndarray, steps: np.ndarray,
-                    candidates: Sequence[tuple[MemIR, np.ndarray]], *, next_step: int, dim: int, now: datetime,
-                    recent_vectors: np.ndarray, goal: np.ndarray | None, stage: float | None,
-                    session: np.ndarray, given: ScoringContext | None = None) -> DecisionInputs:
-    """Stored rows plus candidates, and the context to score them in.
+def with_steps(given: ScoringContext, steps: np.ndarray, session: np.ndarray) -> ScoringContext:
+    """A caller's own context (``Scope.retain(context=...)``) with the rows' write steps and stored
+    session features filled in, when it came without them."""
+    return scoring_context(now=given.now, steps=steps, recent=given.recent_embedding, goal=given.goal_embedding,
+                           stage=given.stage, session=session)
+
+
+def decision_rows(records: Sequence[MemIR], vectors: np.ndarray, steps: np.ndarray,
+                  candidates: Sequence[tuple[MemIR, np.ndarray]], *, next_step: int, dim: int) -> DecisionRows:
+    """Stored rows plus candidates, row-aligned.
 
     Args:
         records, vectors, steps: the working memories as the store returns them (write order).
         candidates: (record, vector) of each unsaved candidate, in the order given.
         next_step: the first write step a candidate would take (the scope's last step + 1).
         dim: the encoder's dimension (an empty working set still stacks).
-        now: the decision time.
-        recent_vectors, goal, stage: the scope's live context (:func:`live_scoring_context`).
-        session: the stored session features of every row, stored memories then candidates (NaN rows
-            where a session is open, as for every candidate).
-        given: a caller's own context instead (advanced); without write steps, the rows' steps and
-            session features are filled in.
     """
     recs = list(records) + [r for r, _ in candidates]
     if candidates:
@@ -76,12 +74,4 @@ def decision_inputs(records: Sequence[MemIR], vectors: np.ndarray, steps: np.nda
     else:
         vecs, all_steps = vectors, steps
     cand = np.array([False] * len(records) + [True] * len(candidates), dtype=bool)
-    if given is None:
-        ctx = live_scoring_context(now=now, steps=all_steps, recent_vectors=recent_vectors, goal=goal, stage=stage,
-                                   session=session)
-    elif given.record_steps is None:
-        ctx = scoring_context(now=given.now, steps=all_steps, recent=given.recent_embedding, goal=given.goal_embedding,
-                              stage=given.stage, session=session)
-    else:
-        ctx = given
-    return DecisionInputs(recs, vecs, all_steps, cand, ctx)
+    return DecisionRows(recs, vecs, all_steps, cand)

@@ -2,7 +2,8 @@
 
 1. the call's arguments over the scope's policy (:meth:`RetentionPolicy.with_`);
 2. the working memories read, the unsaved candidates prepared (:mod:`.prepare`);
-3. the inputs and live context put together (:func:`runtime.retention.inputs.decision_inputs`);
+3. the rows lined up (:func:`runtime.retention.inputs.decision_rows`) and scored in the scope's live
+   context (or the caller's own, completed by :func:`~runtime.retention.inputs.with_steps`);
 4. one plan built and solved (:class:`~runtime.retention.plan.RetentionPlan`), with the archived
    memories past their TTL leaving in the same decision;
 5. the links to memories it deletes removed, and the decision applied by the tenant in one
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..record.memir import MemIR, utcnow
 from ..retention.decision import RetentionDecision
-from ..retention.inputs import decision_inputs
+from ..retention.inputs import decision_rows, with_steps
 from ..retention.plan import RetentionPlan
 from .corroboration import unlink
 from .filters import MemoryFilter
@@ -40,17 +41,17 @@ def retain(core: ScopeCore, *, candidates: Sequence[str | MemIR | dict[str, Any]
     tenant = core.tenant
     recs, vecs, steps = tenant.with_vectors(MemoryFilter(tier="working", include_expired=True), now)  # 2
     prepared = [_candidate(core, c, i) for i, c in enumerate(candidates)]
-    live = core.live()                                                                               # 3
-    with live.lock:
-        goal, stage = live.goal_vector, live.stage
-    inputs = decision_inputs(recs, vecs, steps, [(p.record, p.vector) for p in prepared],
-                             next_step=tenant.state().seq + 1, dim=core.store.embedder.dim, now=now,
-                             recent_vectors=tenant.recent_vectors(policy.recent_window), goal=goal, stage=stage,
-                             session=core.session_context([r.id for r in recs] + [p.record.id for p in prepared]),
-                             given=context)
+    rows = decision_rows(recs, vecs, steps, [(p.record, p.vector) for p in prepared],               # 3
+                         next_step=tenant.state().seq + 1, dim=core.store.embedder.dim)
+    if context is None:
+        ctx = core.scoring_context(now, rows.steps, rows.records, policy.recent_window)
+    elif context.record_steps is None:
+        ctx = with_steps(context, rows.steps, core.session_context([r.id for r in rows.records]))
+    else:
+        ctx = context
     decision = RetentionPlan(policy, scorer).decide(                                                 # 4
-        inputs.records, inputs.vectors, inputs.context, user_id=core.user_id, agent_id=core.agent_id,
-        trigger=trigger, candidate=inputs.candidate, expired=tenant.expired_ids(now, "archive"))
+        rows.records, rows.vectors, ctx, user_id=core.user_id, agent_id=core.agent_id,
+        trigger=trigger, candidate=rows.candidate, expired=tenant.expired_ids(now, "archive"))
     if not dry_run:                                                                                  # 5
         doomed = [m for m, it in decision.items.items() if it.action == "delete" and not it.candidate]
         if doomed or decision.expired:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -32,6 +32,9 @@ from .filters import MemoryFilter
 from .prepare import prepare
 from .retaining import auto_retain
 from .scope_core import ScopeCore
+
+if TYPE_CHECKING:
+    from ..scoring.scorer import Scorer
 
 __all__ = ["annotate_session", "close_session", "end_session", "summarize_session"]
 
@@ -110,19 +113,19 @@ def summarize_session(core: ScopeCore, session_id: str, now: datetime | None) ->
         core.tenant.set_session_context([(p.record.id, last[0])])
     core.live().working = None
     if sp.demote_sources:
-        _demote_sources(core, turns, tvecs, tsteps, sources, built.model_utility, p.record.id, session_id, now)
+        _demote_sources(core, scorer, turns, tvecs, tsteps, sources, built.model_utility, p.record.id, session_id,
+                        now)
     return p.record
 
 
-def _demote_sources(core: ScopeCore, turns: list[MemIR], tvecs: np.ndarray, tsteps: np.ndarray, sources: list[str],
-                    model_utility: Any, summary_id: str, session_id: str, now: datetime) -> None:
+def _demote_sources(core: ScopeCore, scorer: Scorer, turns: list[MemIR], tvecs: np.ndarray, tsteps: np.ndarray,
+                    sources: list[str], model_utility: Any, summary_id: str, session_id: str, now: datetime) -> None:
     """Archive a summary's sources (must-keep ones stay) by a logged decision that names the summary."""
     pos = {r.id: i for i, r in enumerate(turns)}
     keep = core.policy.ruleset.compile(turns, now).must_keep
     src = [pos[m] for m in sources if pos[m] not in keep]
     if not src:
         return
-    scorer = core.policy.scorer or core.store.default_scorer()
     demote = RetentionPlan(replace(core.policy, capacity=None, budget_tokens=None, triggers=Triggers(),
                                    rules=RuleSet(must_forget=[ItemRule(name=f"summarised into {summary_id}",
                                                                        when=Match(), action="archive")])), scorer)

@@ -8,6 +8,7 @@ Example:
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 import time
 from collections.abc import Sequence
@@ -54,7 +55,6 @@ def build_and_check(out: Path, *, weights: Path | None = None, say: bool = True)
     diff = float(np.abs(OnnxEncoder(path).encode(list(PARITY_SENTENCES))
                         - ref.encode(list(PARITY_SENTENCES))).max())
     if not diff <= PARITY_ATOL:  # also catches NaN
-        import shutil
         shutil.rmtree(path, ignore_errors=True)
         raise MemirError(f"the built encoder and sentence-transformers disagree: max abs diff {diff:.3g} > "
                          f"{PARITY_ATOL:g}; the build was removed")

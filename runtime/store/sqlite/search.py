@@ -56,13 +56,15 @@ def _candidates(tenant: SqliteTenant, flt: MemoryFilter, now: datetime, q: np.nd
                 f"SELECT m.rowid FROM memories m WHERE {t} AND {where}", tp + params)), dtype=np.int64)
         found, mat = tenant.vectors_of(eligible)
         if len(found) != len(eligible):
-            tenant.raise_if_mismatched(eligible[~np.isin(eligible, found)])
+            with tenant.reading() as conn:
+                tenant.raise_if_mismatched(conn, eligible[~np.isin(eligible, found)].tolist())
         sims = mat @ q
     else:
         cache = tenant.db.vector_cache(tenant.user_id, tenant.agent_id)
         pos = np.flatnonzero(flt.mask(cache, now))
         if not cache.has_vector[pos].all():
-            tenant.raise_if_mismatched(cache.rowids[pos[~cache.has_vector[pos]]])
+            with tenant.reading() as conn:
+                tenant.raise_if_mismatched(conn, cache.rowids[pos[~cache.has_vector[pos]]].tolist())
             pos = pos[cache.has_vector[pos]]
         sims = cache.similarities(pos, q)
         found = cache.rowids[pos]

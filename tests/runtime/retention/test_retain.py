@@ -254,8 +254,7 @@ def test_empty_ruleset_and_isolation_of_decisions(store_target) -> None:  # type
 
 def test_a_failing_decision_applies_nothing(scope, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """Candidates, archiving and the decision record are one transaction."""
-    import runtime.store.postgres.decision_log as pg_decisions
-    import runtime.store.sqlite.decision_log as sqlite_decisions
+    import runtime.store.sql.decisions as sql_decisions
 
     for i in range(5):
         scope.write(f"note {i}")
@@ -264,8 +263,7 @@ def test_a_failing_decision_applies_nothing(scope, monkeypatch) -> None:  # type
     def boom(*a, **k):  # type: ignore[no-untyped-def]
         raise RuntimeError("disk full while recording the decision")
 
-    for backend in (sqlite_decisions, pg_decisions):  # whichever this store runs on
-        monkeypatch.setattr(backend, "_record", boom)
+    monkeypatch.setattr(sql_decisions, "record", boom)  # both backends apply decisions through it
     with pytest.raises(RuntimeError):
         scope.retain(capacity=2, scorer=FakeScorer(default=0.5), candidates=["a new candidate"])
     assert {(r.id, r.content) for r in scope.list(tier="any")} == before  # nothing archived, nothing added

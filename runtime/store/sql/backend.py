@@ -1,0 +1,38 @@
+"""The part of a tenant backend (:class:`runtime.store.backend.TenantBackend`) both SQL engines share:
+the rows (:class:`~.tenant.SqlTenant`), forgetting, retention decisions and the decision log. Each
+backend adds its search (``runtime.store.sqlite.backend``, ``runtime.store.postgres.backend``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from ...record.memir import MemIR
+from ...retention.decision import RetentionDecision
+from ..decision_log import LogReads
+from ..forget_plan import Cascade, ForgetPlan
+from . import decisions, forgetting
+from .tenant import SqlTenant, retried
+
+__all__ = ["SqlTenantBackend"]
+
+
+class SqlTenantBackend(SqlTenant, LogReads):
+    """One scope's rows plus forgetting and retention decisions, written once for both engines (the log
+    is read back by :class:`~runtime.store.decision_log.LogReads`)."""
+
+    def forget_plan(self, memory_ids: Sequence[str], cascade: Cascade) -> ForgetPlan:
+        """What forgetting ``memory_ids`` under ``cascade`` would do (nothing written)."""
+        return forgetting.plan(self, memory_ids, cascade)
+
+    @retried
+    def forget(self, plan: ForgetPlan, *, reason: str, scrub: bool, wait_s: float) -> None:
+        """Apply a forget plan in its own transaction; with ``scrub`` the freed bytes leave the files."""
+        forgetting.run(self, plan, reason=reason, scrub=scrub, wait_s=wait_s)
+
+    @retried
+    def apply_decision(self, decision: RetentionDecision, *, candidates: Sequence[tuple[MemIR, np.ndarray]] = (),
+                       dry_run: bool = False) -> RetentionDecision:
+        """Apply (or preview) a planned retention decision in one transaction (:func:`.decisions.apply`)."""
+        return decisions.apply(self, decision, candidates=candidates, dry_run=dry_run)

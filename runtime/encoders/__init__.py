@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING, Any
 from .embedder import Embedder, HashEmbedder, check_vector, l2_normalize
 
 if TYPE_CHECKING:
-    from .onnx import DEFAULT_ENCODER_ID, OnnxEncoder, default_encoder_dir, load_default_embedder
+    from .onnx import DEFAULT_ENCODER_ID, OnnxEncoder, OnnxEncoderConfig, default_encoder_dir, load_default_embedder
 
-_LAZY = {"OnnxEncoder", "load_default_embedder", "default_encoder_dir", "DEFAULT_ENCODER_ID"}
+_LAZY = {"OnnxEncoder", "OnnxEncoderConfig", "load_default_embedder", "default_encoder_dir", "DEFAULT_ENCODER_ID"}
 
 
 def __getattr__(name: str) -> Any:
@@ -19,5 +19,5 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'runtime.encoders' has no attribute {name!r}")
 
 
-__all__ = ["DEFAULT_ENCODER_ID", "Embedder", "HashEmbedder", "OnnxEncoder", "check_vector", "default_encoder_dir",
+__all__ = ["DEFAULT_ENCODER_ID", "Embedder", "HashEmbedder", "OnnxEncoder", "OnnxEncoderConfig", "check_vector", "default_encoder_dir",
            "l2_normalize", "load_default_embedder"]

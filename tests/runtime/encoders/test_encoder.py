@@ -186,8 +186,6 @@ def test_remedy_names_the_torch_free_extra_only_when_onnx_is_missing(monkeypatch
 
 
 def test_a_changed_model_file_is_refused(encoder_dir: Path, tmp_path: Path) -> None:
-    import shutil
-
     from runtime.errors import EncoderIntegrityError
     copy = tmp_path / "enc"
     shutil.copytree(encoder_dir, copy)

@@ -19,27 +19,58 @@ Only numpy and pydantic are imported here; cvxpy and highspy are imported inside
 that need them.
 """
 
-from ..annotate.summary import extract_summary, key_facts  # the summariser, re-exported: runtime.retention's API
-from .decision import Action, ItemDecision, MemoryExplanation, RetentionDecision
-from .plan import RetentionPlan, approx_tokens, audit, recent_context, scoring_context
-from .policy import CapacityFn, RetentionPolicy, Triggers
-from .rules import DEFAULT_RULES, CompiledRules, RuleSet, load_rules
-from .solver import (
-    REASON_CODES,
-    Explanation,
-    Method,
-    OnInfeasible,
-    Quota,
-    Reason,
-    RetentionProblem,
-    RetentionResult,
-    Status,
-    TaskCapacity,
-    objective,
-    solve,
-    violations,
-)
-from .summary_policy import SummaryPolicy
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+# Names resolve at first use (PEP 562), so importing one submodule (``runtime.retention.decision``)
+# does not load the solver, the rules and the summariser with it.
+_EXPORTS = {
+    **dict.fromkeys(("extract_summary", "key_facts"), "..annotate.summary"),  # the summariser, re-exported
+    **dict.fromkeys(("Action", "ItemDecision", "MemoryExplanation", "RetentionDecision"), ".decision"),
+    **dict.fromkeys(("RetentionPlan", "approx_tokens", "audit", "recent_context", "scoring_context"), ".plan"),
+    **dict.fromkeys(("CapacityFn", "RetentionPolicy", "Triggers"), ".policy"),
+    **dict.fromkeys(("DEFAULT_RULES", "CompiledRules", "RuleSet", "load_rules"), ".rules"),
+    **dict.fromkeys(("REASON_CODES", "Explanation", "Method", "OnInfeasible", "Quota", "Reason", "RetentionProblem",
+                     "RetentionResult", "Status", "TaskCapacity", "objective", "solve", "violations"), ".solver"),
+    "SummaryPolicy": ".summary_policy",
+}
+
+if TYPE_CHECKING:
+    from ..annotate.summary import extract_summary, key_facts
+    from .decision import Action, ItemDecision, MemoryExplanation, RetentionDecision
+    from .plan import RetentionPlan, approx_tokens, audit, recent_context, scoring_context
+    from .policy import CapacityFn, RetentionPolicy, Triggers
+    from .rules import DEFAULT_RULES, CompiledRules, RuleSet, load_rules
+    from .solver import (
+        REASON_CODES,
+        Explanation,
+        Method,
+        OnInfeasible,
+        Quota,
+        Reason,
+        RetentionProblem,
+        RetentionResult,
+        Status,
+        TaskCapacity,
+        objective,
+        solve,
+        violations,
+    )
+    from .summary_policy import SummaryPolicy
+
+
+def __getattr__(name: str) -> Any:
+    mod = _EXPORTS.get(name)
+    if mod is None:
+        raise AttributeError(f"module 'runtime.retention' has no attribute {name!r}")
+    value = getattr(import_module(mod, __name__), name)
+    globals()[name] = value  # resolve once
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))
+
 
 __all__ = [
     "DEFAULT_RULES", "REASON_CODES", "Action", "CapacityFn", "CompiledRules", "Explanation", "ItemDecision",

@@ -24,14 +24,16 @@ Example:
 
 from __future__ import annotations
 
-import asyncio
 import threading
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
+
+if TYPE_CHECKING:  # asyncio (29 modules) loads when a coroutine first runs, not at import
+    import asyncio
 
 import numpy as np
 
@@ -83,6 +85,8 @@ class EncodeBatcher:
         Raises:
             ValidationError / ContentTooLargeError: the draft refused the text (this item only).
         """
+        import asyncio
+
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[np.ndarray] = loop.create_future()
         with self._lock:
@@ -160,10 +164,14 @@ class AsyncRunner:
         self.batcher = EncodeBatcher(embedder, builder, self._submit)
 
     def _submit(self, fn: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
+        import asyncio
+
         return asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
 
     async def run(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
         """Run ``fn(*args, **kwargs)`` on the pool and await its result (the loop stays free)."""
+        import asyncio
+
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._pool, lambda: fn(*args, **kwargs))
 

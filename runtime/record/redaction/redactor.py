@@ -68,12 +68,14 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ...errors import ValidationError
 from ..memir import Sensitivity
-from .detectors import RULES as _RULES
-from .detectors import Check, Rule
 from .kinds import RedactionKind
+
+if TYPE_CHECKING:  # the detectors (~60 compiled patterns) load at the first redact(), not at import
+    from .detectors import Check, Rule
 
 __all__ = [
     "Finding",
@@ -149,18 +151,27 @@ class Redactor:
         chosen = set(_parse_kinds(kinds, "kinds")) if kinds is not None else set(RedactionKind)
         chosen -= set(_parse_kinds(disable, "disable"))
         self.kinds: frozenset[RedactionKind] = frozenset(chosen)
-        rules = [_compile_gate(r) for r in _RULES if r.kind in chosen]
-        digit = [r.digit for r in _RULES if r.kind in chosen]
-        # Text without a digit skips every rule that needs one, without looking at it.
-        self._rules_any = tuple(rules)
-        self._rules_no_digit = tuple(r for r, needs in zip(rules, digit) if not needs)
-        self._selector = _GateSelector(rules, digit)
+        self._compiled: tuple[tuple[_Gated, ...], tuple[_Gated, ...], _GateSelector] | None = None
+
+    def _rules(self) -> tuple[tuple[_Gated, ...], tuple[_Gated, ...], _GateSelector]:
+        """The enabled rules, their gates compiled at the first use: ``(all, those that need no digit,
+        the gate selector)`` (one assignment, so a concurrent first use at worst compiles twice)."""
+        if self._compiled is None:
+            from .detectors import RULES
+
+            rules = [_compile_gate(r) for r in RULES if r.kind in self.kinds]
+            digit = [r.digit for r in RULES if r.kind in self.kinds]
+            # Text without a digit skips every rule that needs one, without looking at it.
+            self._compiled = (tuple(rules), tuple(r for r, needs in zip(rules, digit) if not needs),
+                              _GateSelector(rules, digit))
+        return self._compiled
 
     def redact(self, text: str) -> Redaction:
         """Replace every enabled kind of sensitive value in ``text`` by its placeholder."""
         if not isinstance(text, str):
             raise ValidationError(f"redact() takes a str, got {type(text).__name__}", field="text")
         counts: dict[RedactionKind, int] = {}
+        rules_any, rules_no_digit, selector = self._rules()
         for _ in range(_MAX_PASSES):
             fired = 0
             low = text.lower()
@@ -168,9 +179,9 @@ class Redactor:
             has_digit = _DIGIT.search(text) is not None
             selected = len(text) <= _SELECT_MAX_CHARS  # short text: one scan finds the rules whose gate passes
             if selected:
-                rules = self._selector.select(text, low, has_digit, ascii_only)
+                rules = selector.select(text, low, has_digit, ascii_only)
             else:
-                rules = self._rules_any if has_digit else self._rules_no_digit
+                rules = rules_any if has_digit else rules_no_digit
             for kind, pattern, check, g_low, g_uni, g_case, anchor, back in rules:
                 if not selected and g_low is not None and not (any(map(low.__contains__, g_low))
                                               or (g_case and any(map(text.__contains__, g_case)))
@@ -262,7 +273,7 @@ def _apply_windowed(pattern: re.Pattern[str], check: Check, text: str, low: str,
     return "".join(parts), count
 
 
-_Gated = tuple[RedactionKind, re.Pattern[str], Check, tuple[str, ...] | None, tuple[str, ...], tuple[str, ...],
+_Gated = tuple[RedactionKind, re.Pattern[str], "Check", tuple[str, ...] | None, tuple[str, ...], tuple[str, ...],
                re.Pattern[str] | None, int]
 
 

@@ -349,12 +349,15 @@ class SqlTenant:
         """Count one access for each row (recall's usage update; one statement), rows locked in rowid order."""
         if not rowids:
             return
-        t, tp = self.clause("x", check_only=True)
-        among, ap = self.dialect.in_set("x.rowid", [int(r) for r in rowids])
+        d = self.dialect
+        alias = "x" if d.lock else "m"  # where rows are locked, they are locked in rowid order first
+        t, tp = self.clause(alias, check_only=True)
+        among, ap = d.in_set(f"{alias}.rowid", [int(r) for r in rowids])
+        which = (f"m.rowid IN (SELECT x.rowid FROM memories x WHERE {t} AND {among} ORDER BY x.rowid{d.lock})"
+                 if d.lock else f"{t} AND {among}")
         with self.reading() as conn:
-            conn.execute(f"UPDATE memories AS m SET access_count = access_count + 1, last_accessed_at = {self.dialect.ph} "
-                         f"WHERE m.rowid IN (SELECT x.rowid FROM memories x WHERE {t} AND {among} "
-                         f"ORDER BY x.rowid{self.dialect.lock})", [ts(now), *tp, *ap])
+            conn.execute(f"UPDATE memories AS m SET access_count = access_count + 1, last_accessed_at = {d.ph} "
+                         f"WHERE {which}", [ts(now), *tp, *ap])
 
     # ------------------------------------------------------------------ reads
     def get(self, memory_id: str) -> MemIR | None:

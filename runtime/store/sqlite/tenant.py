@@ -68,9 +68,15 @@ class SqliteTenant(SqlTenant):
     def conform_vectors(self, conn: Any, memory_ids: Sequence[str]) -> int:
         if not memory_ids:
             return 0
+        # ids a chunk at a time, each chunk a direct lookup (one membership test over the whole list
+        # would be re-checked against every row the format scan walks)
         t, tp = self.clause(check_only=True)
-        among, ap = self.dialect.in_set("m.id", memory_ids)
-        return _vectors.conform(conn, self.db.cold_format, f"{t} AND {among}", tp + ap)
+        n = 0
+        for i in range(0, len(memory_ids), 500):
+            chunk = list(memory_ids[i:i + 500])
+            n += _vectors.conform(conn, self.db.cold_format, f"{t} AND m.id IN ({','.join('?' * len(chunk))})",
+                                  tp + chunk)
+        return n
 
     def vector_of(self, cols: Sequence[Any]) -> np.ndarray | None:
         vec, fmt, dim = cols

@@ -14,8 +14,9 @@ Example:
     >>> print(format_context(me.recall("seat preference", k=3)))      # doctest: +SKIP
 """
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .lazy import lazy_names
 
 # Public names resolve lazily (PEP 562): `import runtime` costs almost nothing, and each name pulls
 # in only its own room on first use. Static type checkers see the real imports below.
@@ -71,17 +72,7 @@ if TYPE_CHECKING:
     from .store import ForgetReport, Hit, MemoryStore, Scope, ScoreBreakdown, StoreConfig, Version, format_context
 
 
-def __getattr__(name: str) -> Any:
-    mod = _EXPORTS.get(name)
-    if mod is None:
-        raise AttributeError(f"module 'runtime' has no attribute {name!r}")
-    value = getattr(import_module(mod, __name__), name)
-    globals()[name] = value  # resolve once
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+__getattr__, __dir__ = lazy_names(__name__, _EXPORTS, globals())
 
 
 __all__ = [

@@ -19,8 +19,9 @@ Only numpy and pydantic are imported here; cvxpy and highspy are imported inside
 that need them.
 """
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ..lazy import lazy_names
 
 # Names resolve at first use (PEP 562), so importing one submodule (``runtime.retention.decision``)
 # does not load the solver, the rules and the summariser with it.
@@ -59,17 +60,7 @@ if TYPE_CHECKING:
     from .summary_policy import SummaryPolicy
 
 
-def __getattr__(name: str) -> Any:
-    mod = _EXPORTS.get(name)
-    if mod is None:
-        raise AttributeError(f"module 'runtime.retention' has no attribute {name!r}")
-    value = getattr(import_module(mod, __name__), name)
-    globals()[name] = value  # resolve once
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+__getattr__, __dir__ = lazy_names(__name__, _EXPORTS, globals())
 
 
 __all__ = [

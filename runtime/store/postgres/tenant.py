@@ -21,9 +21,9 @@ from ..row_codec import COLUMNS, N_COLUMNS
 from ..sql.dialect import POSTGRES
 from ..sql.tenant import SqlTenant, TakenId
 from .db import PgDB
-from .vectors import VEC_COLS, conform, stack, vector_array, vector_of
+from .vectors import VEC_COLS, conform, stack, vector_of
 
-__all__ = ["PgTenant", "vector_array"]
+__all__ = ["PgTenant"]
 
 _INSERT_MEMORY = f"INSERT INTO memories({COLUMNS}) VALUES ({','.join(['%s'] * N_COLUMNS)}) RETURNING rowid"
 

@@ -19,7 +19,6 @@ __all__ = ["POSTGRES", "SQLITE", "SqlDialect"]
 class SqlDialect:
     """The SQL fragments one engine spells its own way (an immutable, stateless value)."""
 
-    name: str
     ph: str           # the parameter marker
     lock: str         # appended to a SELECT that must lock the rows it reads (writers lock in rowid order)
     greatest: str     # the two-argument maximum
@@ -39,7 +38,7 @@ class SqlDialect:
 
 
 class _Sqlite(SqlDialect):
-    name, ph, lock, greatest, strpos = "sqlite", "?", "", "max", "instr"
+    ph, lock, greatest, strpos = "?", "", "max", "instr"
 
     def in_set(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
         return f"{column} IN (SELECT value FROM json_each(?))", [json.dumps(list(values))]
@@ -55,7 +54,7 @@ class _Sqlite(SqlDialect):
 
 
 class _Postgres(SqlDialect):
-    name, ph, lock, greatest, strpos = "postgres", "%s", " FOR UPDATE", "greatest", "strpos"
+    ph, lock, greatest, strpos = "%s", " FOR UPDATE", "greatest", "strpos"
 
     def in_set(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
         return f"{column} = ANY(%s)", [list(values)]

@@ -70,21 +70,16 @@ def execute(tenant: SqlTenant, conn: Any, p: ForgetPlan, *, reason: str, placeho
         text = placeholder_text(reason)
         vec = (np.asarray(placeholder_vector, np.float32) if placeholder_vector is not None
                else np.asarray(emb.encode([text])[0], np.float32))
-        for memory_id in p.redacted:
-            rec = tenant.get(memory_id)
-            if rec is None:  # deleted concurrently: nothing left to redact
-                continue
-            row = conn.execute(
-                f"UPDATE memories AS m SET record = {ph}, sensitivity = 'none', expires_at = NULL, "
-                f"retention_reason = {ph} WHERE {t} AND m.id = {ph} RETURNING rowid",
-                [body_json(placeholder(rec, reason)), reason, *tp, memory_id]).fetchone()
-            if row is None:
-                continue
-            conn.execute(f"DELETE FROM vectors WHERE mem_rowid = {ph}", (row[0],))
-            conn.execute(f"DELETE FROM memory_tags WHERE mem_rowid = {ph}", (row[0],))
+        # the records in one read (a memory deleted concurrently is simply absent: nothing to redact)
+        for rowid, rec in tenant.locked(conn, p.redacted):
+            conn.execute(f"UPDATE memories AS m SET record = {ph}, sensitivity = 'none', expires_at = NULL, "
+                         f"retention_reason = {ph} WHERE {t} AND m.rowid = {ph}",
+                         [body_json(placeholder(rec, reason)), reason, *tp, rowid])
+            conn.execute(f"DELETE FROM vectors WHERE mem_rowid = {ph}", (rowid,))
+            conn.execute(f"DELETE FROM memory_tags WHERE mem_rowid = {ph}", (rowid,))
             # the placeholder keeps a vector of its own text so recall over the scope stays consistent
-            tenant.insert_vectors(conn, [(int(row[0]), emb.encoder_id, emb.dim, vec)])
-            redacted.append(memory_id)
+            tenant.insert_vectors(conn, [(rowid, emb.encoder_id, emb.dim, vec)])
+            redacted.append(rec.id)
         tenant.conform_vectors(conn, redacted)  # an archived placeholder's vector in the cold format
     if p.deleted or redacted:
         tenant.vectors_changed(conn)

@@ -222,12 +222,12 @@ class SqlTenant:
         if not pairs:
             return 0
         t, tp = self.clause(check_only=True)
+        among, ap = self.dialect.in_set("m.id", [mid for mid, _ in pairs])
         ph = self.dialect.ph
-        with self.writing() as conn:
-            present = self.existing_ids([mid for mid, _ in pairs])
-            rows = [(np.asarray(row, np.float64).tobytes(), *tp, mid) for mid, row in pairs if mid in present]
-            self.dialect.many(conn, f"INSERT INTO memory_context(mem_rowid, features) SELECT m.rowid, {ph} "
-                                    f"FROM memories m WHERE {t} AND m.id = {ph} "
+        with self.writing() as conn:  # rowids of the ids still here, then one batched upsert by rowid
+            rowid_of = dict(conn.execute(f"SELECT m.id, m.rowid FROM memories m WHERE {t} AND {among}", tp + ap))
+            rows = [(rowid_of[mid], np.asarray(row, np.float64).tobytes()) for mid, row in pairs if mid in rowid_of]
+            self.dialect.many(conn, f"INSERT INTO memory_context(mem_rowid, features) VALUES ({ph},{ph}) "
                                     f"ON CONFLICT (mem_rowid) DO UPDATE SET features = excluded.features", rows)
         return len(rows)
 

@@ -117,11 +117,15 @@ class ScopeGroups:
 
         assert self._dir is not None
         part = scope_buckets(t, self.partitions)
-        for p in np.unique(part).tolist():
+        order = np.argsort(part, kind="stable")              # one gather, then a zero-copy slice per partition
+        grouped = t.take(pa.array(order))
+        ps, starts = np.unique(part[order], return_index=True)
+        stops = np.r_[starts[1:], len(order)]
+        for p, lo, hi in zip(ps.tolist(), starts.tolist(), stops.tolist()):
             w = self._writers.get(p)
             if w is None:
                 w = self._writers[p] = ipc.new_file(str(self._dir / f"part-{p:04d}.arrow"), t.schema)
-            w.write_table(t.filter(pa.array(part == p)))
+            w.write_table(grouped.slice(lo, hi - lo))
         self.spilled_rows += t.num_rows
 
     def groups(self) -> Iterator[tuple[str, str, pa.Table]]:

@@ -119,7 +119,7 @@ def sessions_context(texts: Sequence[str], emb: np.ndarray, bounds: np.ndarray,
     :func:`session_context` gives for that session alone (it is this function with one session).
     """
     n = len(texts)
-    E = np.asarray(emb, dtype=np.float64)
+    E = np.array(emb, dtype=np.float64)                    # a copy of our own: cleaned and scaled in place
     if E.ndim != 2 or E.shape[0] != n:
         raise ValueError(f"emb must have shape ({n}, d) to match the texts, got {E.shape}")
     b = np.asarray(bounds, dtype=np.int64)
@@ -128,8 +128,8 @@ def sessions_context(texts: Sequence[str], emb: np.ndarray, bounds: np.ndarray,
     out = np.zeros((n, len(CONTEXT_NAMES)))
     if n == 0:
         return out
-    E = np.nan_to_num(E)
-    E = E / np.maximum(np.linalg.norm(E, axis=1, keepdims=True), 1e-12)
+    np.nan_to_num(E, copy=False)
+    E /= np.maximum(np.linalg.norm(E, axis=1, keepdims=True), 1e-12)
     bare = [_strip_caption(t) for t in texts]
     has_q = np.array(["?" in t for t in bare])
     react = np.array([bool(_REACT.search(t)) for t in bare])
@@ -157,11 +157,12 @@ def sessions_context(texts: Sequence[str], emb: np.ndarray, bounds: np.ndarray,
     self_dot = np.einsum("ij,ij->i", E, E)
     many = length > 1
     out[many, 11] = (np.einsum("ij,ij->i", E, total[own]) - self_dot)[many] / (length[many] - 1)
-    for lo, hi in zip(b[:-1].tolist(), b[1:].tolist()):
-        if hi - lo > 1:
-            S = E[lo:hi] @ E[lo:hi].T
-            np.fill_diagonal(S, -np.inf)
-            out[lo:hi, 12] = S.max(axis=1)
+    for size in np.unique(sizes[sizes > 1]).tolist():     # sessions of one length: one batched product
+        rows = b[:-1][sizes == size][:, None] + np.arange(size)
+        block = E[rows]                                     # (sessions, size, d)
+        S = block @ block.transpose(0, 2, 1)
+        S[:, np.arange(size), np.arange(size)] = -np.inf
+        out[rows, 12] = S.max(axis=2)
     if roles is not None and len(roles) != n:
         raise ValueError(f"roles must have one entry per text ({n}), got {len(roles)}")
     out[:, len(_BASE_NAMES):] = _role_context(bare, roles, b, own, i)

@@ -57,19 +57,30 @@ def history_session_features(records: list[MemIR], vectors: np.ndarray) -> np.nd
 
 
 def history_session_columns(session_ids: Sequence[str | None], turn: np.ndarray, contents: Sequence[str],
-                            vectors: np.ndarray, roles: Sequence[str] | np.ndarray) -> np.ndarray:
+                            vectors: np.ndarray, roles: Sequence[str] | np.ndarray,
+                            scopes: np.ndarray | None = None) -> np.ndarray:
     """:func:`history_session_features` of records held column-wise (write order): their session
     ids, which are turns of the conversation (not redacted placeholders), contents, vectors and
-    dialog roles (names, or codes into :data:`utilitynet.columns.DIALOG_ROLES`)."""
+    dialog roles (names, or codes into :data:`utilitynet.columns.DIALOG_ROLES`).
+
+    ``scopes`` decides many scopes' histories in one pass: each row's scope number, rows of one
+    scope contiguous and in its write order. A session belongs to its scope (the same id in two
+    scopes is two sessions) and each scope's open session is that of its own latest write. Every
+    row equals what the scope alone gives (the context is computed session by session).
+    """
     n = len(session_ids)
     out = np.full((n, len(CONTEXT_NAMES)), np.nan)
     if not n:
         return out
-    open_session = session_ids[-1]
-    members: dict[str, list[int]] = {}
-    for i, sid in enumerate(session_ids):
-        if sid is not None and sid != open_session and turn[i]:
-            members.setdefault(sid, []).append(i)
+    scope = np.zeros(n, dtype=np.int64) if scopes is None else np.asarray(scopes, dtype=np.int64)
+    if scope.shape != (n,) or (np.diff(scope) < 0).any():
+        raise ValueError(f"scopes must be {n} non-decreasing scope numbers, one per row")
+    last = np.r_[np.flatnonzero(np.diff(scope)), n - 1]              # each scope's latest write
+    open_session = dict(zip(scope[last].tolist(), (session_ids[i] for i in last.tolist())))
+    members: dict[tuple[int, str], list[int]] = {}
+    for i, (s, sid) in enumerate(zip(scope.tolist(), session_ids)):
+        if sid is not None and sid != open_session[s] and turn[i]:
+            members.setdefault((s, sid), []).append(i)
     if not members:
         return out
     rows = [i for live in members.values() for i in live]   # session by session, each in write order

@@ -129,20 +129,23 @@ class ScopeDecider:
         sessions = big.column("session_id").to_pylist()
         turn = (items.columns.flags & _PLACEHOLDER) == 0
         bounds = np.cumsum([0] + [t.num_rows for _, _, t in scopes]).tolist()
+        # write order within each scope, then every scope's closed sessions in one pass
+        orders = [np.argsort(items.columns.created_at[lo:hi], kind="stable")
+                  for lo, hi in zip(bounds[:-1], bounds[1:])]
+        w = np.concatenate([lo + order for lo, order in zip(bounds[:-1], orders)]) if orders else np.zeros(0, np.int64)
+        wl = w.tolist()
+        hist = history_session_columns([sessions[i] for i in wl], turn[w], [items.columns.content[i] for i in wl],
+                                       vecs[w], items.columns.role[w],
+                                       scopes=np.repeat(np.arange(len(orders)), np.diff(bounds)))
+        session = np.empty_like(hist)
+        session[w] = hist
         segments: list[tuple[int, int, ScoringContext]] = []
-        for lo, hi in zip(bounds[:-1], bounds[1:]):
+        for lo, hi, order in zip(bounds[:-1], bounds[1:], orders):
             n = hi - lo
-            order = np.argsort(items.columns.created_at[lo:hi], kind="stable")
             steps = np.empty(n, dtype=np.int64)
             steps[order] = np.arange(1, n + 1)
-            v = vecs[lo:hi]
-            recent = recent_context(v[order[-self.recent_window:]])
-            w = (lo + order).tolist()
-            hist = history_session_columns([sessions[i] for i in w], turn[lo + order],
-                                           [items.columns.content[i] for i in w], v[order], items.columns.role[w])
-            session = np.empty_like(hist)
-            session[order] = hist
-            segments.append((lo, hi, scoring_context(now=self.now, steps=steps, recent=recent, session=session,
+            recent = recent_context(vecs[lo:hi][order[-self.recent_window:]])
+            segments.append((lo, hi, scoring_context(now=self.now, steps=steps, recent=recent, session=session[lo:hi],
                                                      skip_redundancy=self.skip_redundancy)))
         score_segments = getattr(self.plan.scorer, "score_segments", None)
         utilities = (score_segments(items.columns, vecs, segments) if score_segments is not None

@@ -574,8 +574,8 @@ def build_parser() -> argparse.ArgumentParser:
                          "reference path; ray: Ray Data tasks (pip install 'memir-runtime[ray]')")
     sp.add_argument("--ray-address", default=None, help="--engine ray: an existing cluster (e.g. "
                                                         "--ray-address ray://head:10001; default: start a local one)")
-    sp.add_argument("--workers", type=int, default=0, help="reader processes (local) or CPUs of the local Ray "
-                                                           "cluster; 0 = automatic (e.g. --workers 4)")
+    sp.add_argument("--workers", type=int, default=0, help="processes that read and decide (local; 1 = this one) "
+                                                           "or CPUs of the local Ray cluster; 0 = automatic (e.g. --workers 4)")
     sp.add_argument("--memory-mb", type=int, default=256, help="rows held in memory before spilling to disk by "
                                                                 "scope (default 256; e.g. --memory-mb 2048)")
     sp.add_argument("--spill-dir", type=_path, default=None, help="where spill files go (default: the temporary directory)")

@@ -17,7 +17,7 @@ from ..retention.solver import Method, OnInfeasible
 __all__ = ["ENGINES", "FILE_SHIFT", "ScoreConfig", "duplicate_reason", "duplicate_text", "error_text", "make_embedder", "scope_failure_text"]
 
 ENGINES = ("local", "rows", "ray")
-"""``local``: columnar and streaming, in this process plus reader processes (the default);
+"""``local``: columnar and streaming, in this process plus reader and decider processes (the default);
 ``rows``: the record-at-a-time reference path; ``ray``: Ray Data tasks on a local or remote cluster."""
 
 
@@ -40,8 +40,9 @@ class ScoreConfig:
         recent_window: writes averaged into each scope's recent-context vector.
         now: decision time (default: now, UTC).
         encoder: ``"default"`` (ONNX MiniLM) or ``"hash"`` (test double) for records without vectors.
-        workers: reader processes (``local``; 0 = one per CPU for dumps over 64 MB, else none) or
-            Ray reader tasks in flight (``ray``).
+        workers: ``local``: processes that read and decide (1 = everything in this process; 0 =
+            automatic: JSONL over 64 MB is read by one process per CPU, and from 100k records
+            scopes are decided by one per CPU); ``ray``: reader tasks in flight.
         memory_mb: rows held in memory before the ``local`` engine spills them to disk by scope
             (0 = spill from the first row).
         spill_dir: where spill files go (default: the system temporary directory).

@@ -12,7 +12,8 @@ The default engine, ``local``, is columnar and streaming:
    partitions past it (:mod:`runtime.batch.partition`), so memory stays bounded.
 4. **Decide.** Each scope is decided by :class:`~runtime.batch.scope_decision.ScopeDecider` through the
    one :class:`~runtime.retention.RetentionPlan` — the same scorer, rules, context and solver as
-   ``Scope.retain`` — and its rows are written out at once.
+   ``Scope.retain`` — and its rows are written out at once. Blocks of scopes are decided side by
+   side by processes (one per CPU from :data:`PARALLEL_DECIDE_ROWS` records) and written in order.
 
 Outputs (JSONL, or Parquet when ``OUT`` ends in ``.parquet``) and the quarantine are written to
 temporary files and renamed at the end, so a crash never leaves half a file. The output has one
@@ -40,8 +41,11 @@ from .quarantine import Quarantine
 __all__ = ["ScoreConfig", "score_dump"]
 
 _AUTO_WORKERS_BYTES = 64 << 20
+"""Below this much JSONL a dump is read in-process (starting readers costs ~1 s)."""
 BLOCK_ROWS = 16_384
-"""Scopes are decided in blocks of about this many rows: one feature pass and one model call each."""  # below this a dump is read in-process (starting readers costs ~1 s)
+"""Scopes are decided in blocks of about this many rows: one feature pass and one model call each."""
+PARALLEL_DECIDE_ROWS = 100_000
+"""From this many records (and more than one CPU), blocks are decided by processes side by side."""
 
 
 def _has_pyarrow() -> bool:
@@ -151,6 +155,81 @@ def _results(chunks: Iterator[Any], dim: int, workers: int) -> Iterator[Any]:
         raise WorkerError(f"a reader process died ({e}). If score_dump is called from a script, put the call "
                           "under `if __name__ == \"__main__\":` (readers are started with spawn), or pass "
                           "ScoreConfig(workers=1) to read in this process; if memory ran out, lower --memory-mb") from e
+
+
+_DECIDER: Any = None  # a decider process's ScopeDecider, made once by _start_decider
+
+
+def _start_decider(cfg: ScoreConfig, now: Any) -> None:
+    global _DECIDER
+    from .scope_decision import ScopeDecider
+    _DECIDER = ScopeDecider.for_config(cfg, now, threads=1)
+
+
+def _packed(block: list[tuple[str, str, Any]]) -> tuple[list[tuple[str, str]], Any, list[int]]:
+    """A block as one compact table: a slice would pickle every buffer it is a view of."""
+    import pyarrow as pa
+    table = pa.concat_tables([t for _, _, t in block]).combine_chunks()
+    return [(u, a) for u, a, _ in block], table, [t.num_rows for _, _, t in block]
+
+
+def _decide_in_worker(keys: list[tuple[str, str]], table: Any, sizes: list[int]) -> Any:
+    block, pos = [], 0
+    for (user, agent), n in zip(keys, sizes):
+        block.append((user, agent, table.slice(pos, n)))
+        pos += n
+    return _DECIDER.decide_many(block)
+
+
+def _decisions(blocks: Iterator[list[tuple[str, str, Any]]], decider: Any, cfg: ScoreConfig, now: Any,
+               workers: int) -> Iterator[tuple[list[tuple[str, str, Any]], Any]]:
+    """Each block with its decision (``decide_many``'s result), in block order: decided here
+    (``workers <= 1``) or by ``workers`` processes, at most ``2 × workers`` blocks ahead so
+    memory stays bounded. A scope's decision does not depend on where it was made."""
+    if workers <= 1:
+        for block in blocks:
+            yield block, decider.decide_many(block)
+        return
+    import multiprocessing as mp
+    from concurrent.futures.process import BrokenProcessPool
+
+    try:
+        with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"),
+                                 initializer=_start_decider, initargs=(cfg, now)) as pool:
+            pending: list[tuple[list[tuple[str, str, Any]], Future[Any]]] = []
+            for block in blocks:
+                pending.append((block, pool.submit(_decide_in_worker, *_packed(block))))
+                if len(pending) >= 2 * workers:
+                    b0, f0 = pending.pop(0)
+                    yield b0, f0.result()
+            for b0, f0 in pending:
+                yield b0, f0.result()
+    except BrokenProcessPool as e:
+        raise WorkerError(f"a decider process died ({e}). If score_dump is called from a script, put the call "
+                          "under `if __name__ == \"__main__\":` (processes are started with spawn), or pass "
+                          "ScoreConfig(workers=1) to decide in this process; if memory ran out, lower --memory-mb") from e
+
+
+def _blocks(groups: Iterator[tuple[str, str, Any]]) -> Iterator[list[tuple[str, str, Any]]]:
+    """Scopes in blocks of about :data:`BLOCK_ROWS` rows."""
+    block: list[tuple[str, str, Any]] = []
+    size = 0
+    for user, agent, rows in groups:
+        block.append((user, agent, rows))
+        size += rows.num_rows
+        if size >= BLOCK_ROWS:
+            yield block
+            block, size = [], 0
+    if block:
+        yield block
+
+
+def _decide_workers(cfg: ScoreConfig, rows: int) -> int:
+    """Processes deciding scopes: ``cfg.workers`` when set; else one per CPU (up to 8) from
+    :data:`PARALLEL_DECIDE_ROWS` rows, below which starting them costs more than they save."""
+    if cfg.workers:
+        return cfg.workers
+    return min(os.cpu_count() or 1, 8) if rows >= PARALLEL_DECIDE_ROWS else 0
 
 
 def _workers(cfg: ScoreConfig, paths: list[Path]) -> int:
@@ -268,8 +347,8 @@ def _score_local(paths: list[Path], out: Path, cfg: ScoreConfig, *, progress: bo
             bar = tqdm(desc="decide", unit="rec", total=n_rows - quarantine.count, mininterval=0.5)
         failed: list[dict[str, str]] = []
 
-        def flush(block: list[tuple[str, str, Any]]) -> None:
-            scored, tot, bad = decider.decide_many(block)
+        deciders = _decide_workers(cfg, n_rows - quarantine.count)
+        for block, (scored, tot, bad) in _decisions(_blocks(groups.groups()), decider, cfg, decider.now, deciders):
             writer.write(scored)
             totals.add(tot)
             for user, agent, e, rows in bad:  # one contradictory scope does not stop the dump
@@ -282,17 +361,6 @@ def _score_local(paths: list[Path], out: Path, cfg: ScoreConfig, *, progress: bo
             if bar is not None:
                 bar.update(sum(t.num_rows for _, _, t in block))
                 bar.set_postfix(scopes=totals.scopes, kept=totals.kept, refresh=False)
-
-        block: list[tuple[str, str, Any]] = []
-        size = 0
-        for user, agent, rows in groups.groups():
-            block.append((user, agent, rows))
-            size += rows.num_rows
-            if size >= BLOCK_ROWS:
-                flush(block)
-                block, size = [], 0
-        if block:
-            flush(block)
         if totals.valid == 0:
             keep_quarantine = True  # a complete read: the user needs to see why every record was rejected
             names = ", ".join(map(str, paths))
@@ -314,6 +382,6 @@ def _score_local(paths: list[Path], out: Path, cfg: ScoreConfig, *, progress: bo
             "duplicates": quarantine.duplicates, "quarantine_file": str(qpath) if quarantine.count else None,
             "embedded": totals.embedded, "scopes": totals.scopes, "kept": totals.kept, "archived": totals.archived,
             "deleted": totals.deleted, "rejected": quarantine.count, "failed_scopes": failed, "validated_columnwise": n_fast,
-            "spilled": groups.spilled_rows, "readers": workers,
+            "spilled": groups.spilled_rows, "readers": workers, "deciders": deciders,
             "seconds": {"read": round(t_read, 3), "decide": round(total_s - t_read, 3), "total": round(total_s, 3)},
             "records_per_s": round(n_rows / total_s, 1) if total_s > 0 else None}

@@ -147,21 +147,19 @@ def sessions_context(texts: Sequence[str], emb: np.ndarray, bounds: np.ndarray,
     out[:-1, 6] = np.where(nxt[:-1], react[1:], 0.0)
     out[1:, 7] = np.where(prv[1:], has_q[:-1], 0.0)
     out[:-1, 8] = np.where(nxt[:-1], loglen[1:], 0.0)
-    # cosines: to the neighbours and to the session's centre row by row; only the max needs a matrix
-    dots = np.einsum("ij,ij->i", E[:-1], E[1:])
-    out[:-1, 9] = np.where(nxt[:-1], dots, 0.0)
-    out[1:, 10] = np.where(prv[1:], dots, 0.0)
+    # cosines, all from each session's cosine matrix, sessions of one length in one batched product
     starts = b[:-1][sizes > 0]
-    total = np.add.reduceat(E, starts, axis=0)             # each session's sum of unit vectors
     own = np.repeat(np.arange(len(starts)), sizes[sizes > 0])
-    self_dot = np.einsum("ij,ij->i", E, E)
-    many = length > 1
-    out[many, 11] = (np.einsum("ij,ij->i", E, total[own]) - self_dot)[many] / (length[many] - 1)
-    for size in np.unique(sizes[sizes > 1]).tolist():     # sessions of one length: one batched product
+    for size in np.unique(sizes[sizes > 1]).tolist():
         rows = b[:-1][sizes == size][:, None] + np.arange(size)
         block = E[rows]                                     # (sessions, size, d)
         S = block @ block.transpose(0, 2, 1)
-        S[:, np.arange(size), np.arange(size)] = -np.inf
+        diag = np.arange(size)
+        out[rows[:, :-1], 9] = S[:, diag[:-1], diag[1:]]    # to the next turn
+        out[rows[:, 1:], 10] = S[:, diag[1:], diag[:-1]]    # to the previous one
+        S[:, diag, diag] = 0.0
+        out[rows, 11] = S.sum(axis=2) / (size - 1)          # mean cosine to the session's other turns
+        S[:, diag, diag] = -np.inf
         out[rows, 12] = S.max(axis=2)
     if roles is not None and len(roles) != n:
         raise ValueError(f"roles must have one entry per text ({n}), got {len(roles)}")

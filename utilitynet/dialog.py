@@ -128,7 +128,8 @@ def sessions_context(texts: Sequence[str], emb: np.ndarray, bounds: np.ndarray,
     out = np.zeros((n, len(CONTEXT_NAMES)))
     if n == 0:
         return out
-    np.nan_to_num(E, copy=False)
+    if not np.isfinite(E).all():
+        np.nan_to_num(E, copy=False)
     E /= np.maximum(np.linalg.norm(E, axis=1, keepdims=True), 1e-12)
     bare = [_strip_caption(t) for t in texts]
     has_q = np.array(["?" in t for t in bare])

@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -43,9 +43,11 @@ from ..record.builder import Draft, RecordBuilder, RecordConfig
 from ..record.memir import DialogRole, Id, Label, MemIR, SourceType, UTCDateTime, utcnow
 from ..record.redaction import Finding
 from .enrich import EnrichConfig, Enricher
-from .extract import Candidate
 from .role_classifier import RoleClassifier, RoleConfig, RoleDecision
 from .sessions import SessionConfig, SessionDecision, SessionState, SessionTracker, as_unit_vector
+
+if TYPE_CHECKING:
+    from .extract import Candidate
 
 __all__ = [
     "AgentContext",

@@ -145,7 +145,7 @@ class Flag(StrEnum):
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, frozen=False)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, frozen=False, defer_build=True)
 
 
 class Provenance(_Model):

@@ -24,12 +24,12 @@ import numpy as np
 
 from ..errors import ValidationError
 from ..record.memir import MemIR
-from .rules import DEFAULT_RULES, RuleSet, load_rules
-from .solver import Method, OnInfeasible
 from .summary_policy import SummaryPolicy
 
 if TYPE_CHECKING:
     from ..scoring.scorer import Scorer
+    from .rules import RuleSet
+    from .solver import Method, OnInfeasible
 
 __all__ = ["CapacityFn", "Forgotten", "RetentionPolicy", "Triggers"]
 
@@ -143,13 +143,18 @@ class RetentionPolicy:
             p.append(("scorer", "must implement the Scorer protocol (name, score(records, embeddings, ctx))"))
         if p:
             raise ValidationError.from_problems("RetentionPolicy", p)
-        if self.rules is not None and not isinstance(self.rules, RuleSet):
-            object.__setattr__(self, "rules", load_rules(self.rules))
+        if self.rules is not None:  # the rules' models load only when rules are given, or at the first decision
+            from .rules import RuleSet, load_rules
+
+            if not isinstance(self.rules, RuleSet):
+                object.__setattr__(self, "rules", load_rules(self.rules))
 
     @property
     def ruleset(self) -> RuleSet:
         """The compiled-ready rule set (the defaults when none was given), plus the summaries'
         ``keep_rule`` implication when one is configured."""
+        from .rules import DEFAULT_RULES, RuleSet
+
         base = self.rules if isinstance(self.rules, RuleSet) else DEFAULT_RULES
         extra = self.summaries.implies_rule()
         return base if extra is None else base.model_copy(update={"implies": [*base.implies, extra]})

@@ -24,12 +24,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from ..annotate.summary import SUMMARY_TAG
 from ..errors import ValidationError
 from ..record.memir import MemIR
-from .rules import ImpliesRule, Match
+
+if TYPE_CHECKING:
+    from .rules import ImpliesRule
 
 __all__ = ["KeepRule", "Summarizer", "SummaryPolicy"]
 
@@ -82,6 +84,8 @@ class SummaryPolicy:
 
     def implies_rule(self) -> ImpliesRule | None:
         """The implication ``keep_rule`` adds to every retention decision (``None``: no rule)."""
+        from .rules import ImpliesRule, Match  # the rules' models load with the first decision, not the policy
+
         if self.keep_rule == "summary_needs_sources":
             return ImpliesRule.model_validate({"name": "summary needs its sources", "if": Match(tags=[SUMMARY_TAG]),
                                                "then": Match(), "relation": "derived_from",

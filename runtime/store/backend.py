@@ -14,17 +14,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from ..encoders.embedder import Embedder
 from ..record.links import LinkKind
 from ..record.memir import MemIR, RoleContext
-from ..retention.decision import MemoryExplanation, RetentionDecision
 from .filters import MemoryFilter
 from .forget_plan import Cascade, ForgetPlan
 from .ranking import RankWeights, SearchResult
+
+if TYPE_CHECKING:
+    from ..retention.decision import MemoryExplanation, RetentionDecision
 
 __all__ = ["LoggedDecision", "ScopeCopy", "ScopeLogs", "ScopeLogsAndDecisions", "ScopeReads", "ScopeRow", "ScopeWrites",
            "StoredRow", "StoreBackend", "TenantBackend"]

@@ -11,17 +11,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..annotate.claims import Judgement, judge
-from ..annotate.enrich import EnrichConfig
 from ..record.links import LinkKind, link_attributes, linked_ids
 from ..record.memir import Flag, MemIR
 from .backend import TenantBackend
 from .filters import MemoryFilter
 from .ranking import RankWeights
+
+if TYPE_CHECKING:
+    from ..annotate.claims import Judgement
+    from ..annotate.enrich import EnrichConfig
 
 __all__ = ["BatchNeighbours", "back_links", "corroborate", "unlink"]
 
@@ -69,6 +71,8 @@ def corroborate(tenant: TenantBackend, weights: RankWeights, cfg: EnrichConfig, 
         near = sorted(near + batch.nearest(vec, cfg.neighbours), key=lambda x: -x[1])[:cfg.neighbours]
     old = rec.metadata.attributes.get("supersedes")
     near = [(r, sim) for r, sim in near if r.id != old and Flag.superseded not in r.metadata.flags]
+    from ..annotate.claims import judge  # the claim rules load with the first corroborated write
+
     j = judge(rec, near, cfg)
     if not (j.agrees or j.contradicts):
         return rec, j

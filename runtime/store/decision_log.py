@@ -12,11 +12,13 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Collection, Sequence
 from contextlib import AbstractContextManager
-from typing import Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from ..errors import NotFoundError
-from ..retention.decision import DecisionEntry, ItemDecision, MemoryExplanation, RetentionDecision
 from .forget_plan import ForgetPlan
+
+if TYPE_CHECKING:  # the decision models load with the first decision read, not with the store
+    from ..retention.decision import ItemDecision, MemoryExplanation, RetentionDecision
 
 __all__ = ["ACTIONS", "LogDialect", "LogReads", "by_action", "planned", "explain", "explanation", "finalize", "from_rows", "get",
            "head_json", "recent"]
@@ -69,6 +71,8 @@ def head_json(d: RetentionDecision) -> str:
 
 def from_rows(head: str, items: Sequence[tuple[str, str]]) -> RetentionDecision:
     """A logged decision from its head JSON and its ``(memory_id, item JSON)`` rows."""
+    from ..retention.decision import RetentionDecision
+
     d: dict[str, Any] = json.loads(head)
     d["items"] = {m: json.loads(p) for m, p in items}
     return RetentionDecision.model_validate(d)
@@ -79,6 +83,8 @@ def explanation(memory_id: str, tier: str | None, rows: Sequence[tuple[str, str]
     """Why a memory is here (or was dropped), from its tier (``None``: not stored), the logged
     ``(decision JSON, item JSON)`` rows about it in log order, and its version chain.
     ``None`` when there is neither a memory nor a decision (the caller raises ``NotFoundError``)."""
+    from ..retention.decision import DecisionEntry, ItemDecision, MemoryExplanation
+
     if tier is None and not rows:
         return None
     history = []
@@ -141,6 +147,8 @@ def recent(tenant: LogDialect, limit: int) -> list[RetentionDecision]:
     Ordered by when they were recorded, not by their ``at``: a caller may decide "as of" any time
     (a replay of dated history, a backfill), and the log must still read in the order it was written.
     """
+    from ..retention.decision import RetentionDecision
+
     t, tp, ph = *tenant.clause("d"), tenant.placeholder
     with tenant.reading() as conn:
         rows = conn.execute(f"SELECT payload FROM decisions d WHERE {t} ORDER BY id DESC LIMIT {ph}",

@@ -40,11 +40,8 @@ from ..annotate.assembler import Assembly
 from ..errors import ValidationError
 from ..record.fields import WriteFields
 from ..record.memir import MemIR, RoleContext, utcnow
-from ..retention.decision import MemoryExplanation, RetentionDecision
 from ..retention.policy import CapacityFn, Forgotten, RetentionPolicy
-from ..retention.rules import RuleSet
-from ..scoring.role_weights import RoleWeigher
-from . import dumps, forgetting, recalling, retaining, session_close, tagging, writing
+from . import dumps, forgetting, tagging
 from .aio import AsyncRunner, async_twin, encode_query, encode_write_text, read_items
 from .backend import TenantBackend
 from .filters import FilterFields, build_filter
@@ -53,15 +50,21 @@ from .ranking import Hit, RankWeights
 from .refresh import DEFAULT_REFRESH_WEIGHT, RefreshReport, refresh_scope
 from .scope_core import ScopeCore, check_id, check_limit
 from .services import StoreServices
-from .time_travel import MemoriesAt, stored_memories_at
-from .writing import History
 
 if TYPE_CHECKING:
     from utilitynet.context import ScoringContext
 
+    from ..retention.decision import MemoryExplanation, RetentionDecision
+    from ..retention.rules import RuleSet
+    from ..scoring.role_weights import RoleWeigher
     from ..scoring.scorer import Scorer
+    from .time_travel import MemoriesAt
+    from .writing import History
 
 __all__ = ["ForgetReport", "Scope", "Version"]
+
+# The walks (writing, recalling, retaining, session_close) are imported in the methods that take them,
+# so opening a store and a scope does not load the model, the rules and the solver.
 
 
 @dataclass(frozen=True)
@@ -162,12 +165,14 @@ class Scope:
         Raises:
             ValidationError / ContentTooLargeError / VectorError: naming the field; nothing is written.
         """
+        from . import writing
         return writing.write_one(self._core, content, embedding, dict(fields), "archive")
 
     def write_many(self, items: Iterable[str | MemIR | dict[str, Any]]) -> builtins.list[MemIR]:
         """Write a batch all-or-nothing: every item is validated and embedded first, then one
         transaction inserts them all. Any invalid item raises (naming its index) and nothing is
         written. Sessions the batch closes are annotated after it is written; triggers run once."""
+        from . import writing
         return writing.write_many(self._core, items)
 
     def update(self, memory_id: str, content: str, *, history: History = "archive", embedding: Any = None,
@@ -182,6 +187,8 @@ class Scope:
         Raises:
             NotFoundError: no memory ``memory_id`` in this scope.
         """
+        from . import writing
+
         memory_id = check_id(memory_id)
         writing.check_history(history)
         return writing.update(self._core, self.get(memory_id), content, embedding, dict(fields), history)
@@ -205,18 +212,21 @@ class Scope:
         if not isinstance(name, str) or not name.strip():
             raise ValidationError("event name must be a non-empty string", field="name")
         if name in self.policy.triggers.events:
+            from . import retaining
             return retaining.auto_retain(self._core, f"event:{name}", now or utcnow())
         return None
 
     def end_session(self, *, now: datetime | None = None) -> RetentionDecision | None:
         """Close the open session: store its session context, and run retention if the policy
         triggers on session end (returns that decision). The next write opens a new session."""
+        from . import session_close
         return session_close.end_session(self._core, now)
 
     def annotate_session(self, session_id: str, *, now: datetime | None = None) -> int:
         """Compute and store the session-context features of every record of one session (all
         tiers, write order); returns how many were annotated. Called when a session closes; call it
         yourself after importing a session in bulk. The records themselves are not changed."""
+        from . import session_close
         return session_close.annotate_session(self._core, check_id(session_id, "session_id"), now)
 
     def summarize_session(self, session_id: str, *, now: datetime | None = None) -> MemIR | None:
@@ -230,6 +240,7 @@ class Scope:
         ``demote_sources`` those turns (except must-keep ones) are archived by a logged decision
         (trigger ``summary:<session>``), so :meth:`explain` says why.
         """
+        from . import session_close
         return session_close.summarize_session(self._core, check_id(session_id, "session_id"), now)
 
     def session_context(self, ids: Sequence[str]) -> np.ndarray:
@@ -308,6 +319,7 @@ class Scope:
         Returns:
             Hits sorted by total score, each with ``.record`` and ``.score`` (the breakdown).
         """
+        from . import recalling
         return recalling.recall(self._core, query, k, context=context, now=now, explain=explain,
                                 update_usage=update_usage, candidates=candidates, session_mix=session_mix,
                                 dynamic_roles=dynamic_roles, filters=dict(filters))
@@ -368,6 +380,7 @@ class Scope:
             >>> d = scope.retain(capacity=100)                       # doctest: +SKIP
             >>> scope.explain(d.kept[0]).summary                     # doctest: +SKIP
         """
+        from . import retaining
         return retaining.retain(self._core, candidates=candidates, now=now, dry_run=dry_run, trigger=trigger,
                                 context=context, capacity=capacity, budget_tokens=budget_tokens, scorer=scorer,
                                 rules=rules, method=method, forgotten=forgotten, on_infeasible=on_infeasible,
@@ -399,6 +412,8 @@ class Scope:
         Raises:
             NotFoundError: no decision ``decision_id`` in this scope.
         """
+        from .time_travel import stored_memories_at
+
         return stored_memories_at(self._core.tenant, self.decision(decision_id))
 
     def refresh(self, *, older_than_days: float = 30.0, weight: float = DEFAULT_REFRESH_WEIGHT,

@@ -16,12 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from utilitynet.dialog import CONTEXT_NAMES
-
 from ..errors import NotFoundError, ValidationError
 from ..record.memir import ID_PATTERN, MemIR
-from ..retention.inputs import live_scoring_context
-from ..retention.policy import RetentionPolicy
 from ..scoring.role_weights import RoleWeigher
 from .backend import TenantBackend
 from .live import LiveContext
@@ -30,6 +26,8 @@ from .services import StoreServices
 
 if TYPE_CHECKING:
     from utilitynet.context import ScoringContext
+
+    from ..retention.policy import RetentionPolicy
 
 __all__ = ["ScopeCore", "check_id", "check_limit"]
 
@@ -83,11 +81,15 @@ class ScopeCore:
 
     def session_context(self, ids: Sequence[str]) -> np.ndarray:
         """The stored session-context features of ``ids`` (row-aligned; NaN rows: session still open)."""
+        from utilitynet.dialog import CONTEXT_NAMES  # the feature code loads with the first decision
+
         return self.tenant.session_context(list(ids), len(CONTEXT_NAMES))
 
     def scoring_context(self, now: datetime, steps: np.ndarray, recs: Sequence[MemIR],
                         recent_window: int) -> ScoringContext:
         """What the utility model scores ``recs`` with, from the live context and the stored features."""
+        from ..retention.inputs import live_scoring_context
+
         live = self.live()
         with live.lock:
             goal, stage = live.goal_vector, live.stage

@@ -28,14 +28,15 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterable, Sequence
 from datetime import datetime
-from typing import Literal, get_args
+from typing import TYPE_CHECKING, Literal, get_args
 
 import numpy as np
 
 from ..errors import ValidationError
 from ..record.memir import new_id
-from ..retention.decision import ItemDecision, RetentionDecision
-from ..retention.solver import Reason, Status
+
+if TYPE_CHECKING:
+    from ..retention.decision import RetentionDecision
 
 __all__ = ["COLD_FORMATS", "ColdFormat", "HOT_FORMAT", "PROMOTE_TRIGGER", "check_format", "decode", "decode_many",
            "decode_rows", "encode", "is_promotion", "nbytes", "promotion_decision", "wanted_format"]
@@ -128,6 +129,9 @@ def promotion_decision(promoted: Sequence[tuple[str, float | None]], *, at: date
                        agent_id: str) -> RetentionDecision:
     """The logged decision that moves accessed cold memories ``(id, stored utility)`` back to the
     working tier (applied through the backend's one decision path, like retention's)."""
+    from ..retention.decision import ItemDecision, RetentionDecision
+    from ..retention.solver import Reason, Status
+
     items = {m: ItemDecision(memory_id=m, kept=True, reason=Reason.ACCESSED, action="promote",
                              utility=float(u or 0.0), model_utility=float(u or 0.0)) for m, u in promoted}
     return RetentionDecision(

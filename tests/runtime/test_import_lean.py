@@ -72,3 +72,22 @@ def test_the_probe_would_notice_a_heavy_import() -> None:
                          check=False)
     assert out.returncode == 0, out.stderr
     assert "sqlite3" in json.loads(out.stdout.strip().splitlines()[-1])["loaded"]
+
+
+# What opening a store and a scope must not load: the decision machinery (model, rules, solver,
+# decision models), the write and recall walks and the session consolidation all load at first use.
+NOT_AT_OPEN = ["onnxruntime", "utilitynet.features", "utilitynet.dialog", "runtime.scoring.utility",
+               "runtime.retention.plan", "runtime.retention.rules", "runtime.retention.solver",
+               "runtime.retention.decision", "runtime.store.writing", "runtime.store.recalling",
+               "runtime.store.retaining", "runtime.store.session_close", "runtime.store.time_travel",
+               "runtime.annotate.claims", "runtime.annotate.extract"]
+
+
+def test_opening_a_store_and_a_scope_loads_no_decision_machinery(tmp_path: Path) -> None:
+    """The cold start (``import runtime`` + ``MemoryStore.open`` + ``scope``) stays free of what only a
+    write, a recall or a decision needs; the time it takes is measured by ``bench/bench_store.py``."""
+    code = (f"import json, sys, runtime\nwith runtime.MemoryStore.open({str(tmp_path / 'c.sqlite')!r}) as s:\n"
+            f"    s.scope(user_id='u')\nprint(json.dumps(sorted(m for m in sys.modules if m in {NOT_AT_OPEN!r})))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == []

@@ -5,15 +5,18 @@ backend adds its search (``runtime.store.sqlite.backend``, ``runtime.store.postg
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ...record.memir import MemIR
-from ...retention.decision import RetentionDecision
 from ..decision_log import LogReads
 from ..forget_plan import Cascade, ForgetPlan
 from . import decisions, forgetting
 from .tenant import SqlTenant, retried
+
+if TYPE_CHECKING:
+    from ...retention.decision import RetentionDecision
 
 __all__ = ["SqlTenantBackend"]
 

@@ -12,17 +12,19 @@ computes exactly the same lists without writing. Items another client deleted in
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ...record.memir import MemIR
-from ...retention.decision import RetentionDecision
 from ..decision_log import head_json, planned
 from ..forget_plan import ForgetPlan
 from ..tiers import is_promotion
 from . import forgetting
 from .tenant import SqlTenant
+
+if TYPE_CHECKING:
+    from ...retention.decision import RetentionDecision
 
 __all__ = ["apply", "record"]
 

@@ -133,6 +133,45 @@ def hnsw_recall(url: str, n: int, n_queries: int, rng: np.random.Generator, data
             lines.append(f"  {name:<18} recall@10 vs exact {np.mean(overlap):.3f} | HNSW p50 "
                          f"{np.percentile(ta, 50) * 1e3:6.2f} ms, exact p50 {np.percentile(te, 50) * 1e3:6.2f} ms "
                          f"-> exact/HNSW {np.percentile(te, 50) / np.percentile(ta, 50):4.1f}x")
+        qs = unit(rng, n_queries) if data == "uniform" else _near(rng, corpus.vecs, n_queries)
+        truth = [[h.record.id for h in ex.recall(q, k=10, update_usage=False)] for q in qs]
+    lines += hnsw_settings(url, qs, truth)
+    return lines
+
+
+HNSW_INDEX_GRID = ((8, 32), (16, 64), (32, 128))
+"""(hnsw_m, hnsw_ef_construction) the settings sweep builds; (16, 64) is the default."""
+HNSW_EF_GRID = (None, 50, 100, 400)
+"""hnsw_ef_search values measured on each index (None = automatic: 200 for the default pool of 50)."""
+
+
+def hnsw_settings(url: str, qs: np.ndarray, truth: list[list[str]]) -> list[str]:
+    """recall@10 against exact search and p50 for each index setting (the index rebuilt in place)
+    and each search setting, no filter: what ``StoreConfig.hnsw_*`` trade."""
+    import psycopg
+
+    lines = [f"  settings sweep, no filter ({len(qs)} queries): m / ef_construction -> build time; ef_search -> "
+             "recall@10, p50"]
+    for m, efc in HNSW_INDEX_GRID:
+        with psycopg.connect(url, autocommit=True) as conn:
+            for (name,) in conn.execute("SELECT indexname FROM pg_indexes WHERE indexname LIKE 'ix_vec_hnsw_%%'").fetchall():
+                conn.execute(f"DROP INDEX {name}")
+        with _open(url, exact_search_max=1000, hnsw_m=m, hnsw_ef_construction=efc) as st:
+            t = time.perf_counter()
+            st.admin_build_indexes()
+            build = time.perf_counter() - t
+        cells = []
+        for efs in HNSW_EF_GRID:
+            with _open(url, exact_search_max=1000, hnsw_m=m, hnsw_ef_construction=efc, hnsw_ef_search=efs) as st:
+                sc = st.scope(user_id="big")
+                times, overlap = [], []
+                for q, e in zip(qs, truth):
+                    t = time.perf_counter()
+                    a = [h.record.id for h in sc.recall(q, k=10, update_usage=False)]
+                    times.append(time.perf_counter() - t)
+                    overlap.append(len(set(a) & set(e)) / max(1, len(e)))
+            cells.append(f"ef {'auto' if efs is None else efs}: {np.mean(overlap):.3f} {np.percentile(times, 50) * 1e3:5.2f} ms")
+        lines.append(f"    m={m:<2} ef_construction={efc:<3} build {build:6.1f} s | " + " | ".join(cells))
     return lines
 
 

@@ -44,6 +44,12 @@ class StoreConfig:
             for 384 dims, a quarter of float32), ``float16`` or ``float32`` (no compression).
             Working memories always keep float32. :mod:`runtime.store.tiers`; the recall cost is
             measured by ``python -m train.eval tiers``.
+        hnsw_m, hnsw_ef_construction: PostgreSQL only: the HNSW index's links per node (2–100) and
+            build-time candidate list (4–1000, at least ``2 × hnsw_m``); they apply to indexes built
+            after they are set. Defaults 16 / 64 (pgvector's).
+        hnsw_ef_search: PostgreSQL only: the search-time candidate list (1–1000); ``None`` (default)
+            = 4 × ``candidate_pool``, between 100 and 1000. Their effect on recall@10 and latency is
+            measured by ``bench/bench_backends.py``.
         promote_on_access: a recall (with ``update_usage``) that returns an archived memory moves it
             back to the working tier, vector back at float32, by a logged decision (trigger
             ``access:recall``). Superseded versions and memories past their TTL are never promoted.
@@ -63,6 +69,9 @@ class StoreConfig:
     dynamic_roles: bool = False
     cold_vectors: str = "int8"
     promote_on_access: bool = True
+    hnsw_m: int = 16
+    hnsw_ef_construction: int = 64
+    hnsw_ef_search: int | None = None
 
     def __post_init__(self) -> None:
         problems = []
@@ -85,6 +94,16 @@ class StoreConfig:
             problems.append(("cold_vectors", f"must be one of {', '.join(COLD_FORMATS)}"))
         if not isinstance(self.promote_on_access, bool):
             problems.append(("promote_on_access", "must be a bool"))
+        if isinstance(self.hnsw_m, bool) or not isinstance(self.hnsw_m, int) or not 2 <= self.hnsw_m <= 100:
+            problems.append(("hnsw_m", "must be an int in [2, 100]"))
+        efc = self.hnsw_ef_construction
+        if isinstance(efc, bool) or not isinstance(efc, int) or not 4 <= efc <= 1000:
+            problems.append(("hnsw_ef_construction", "must be an int in [4, 1000]"))
+        elif isinstance(self.hnsw_m, int) and efc < 2 * self.hnsw_m:
+            problems.append(("hnsw_ef_construction", f"must be at least 2 × hnsw_m = {2 * self.hnsw_m} (pgvector)"))
+        efs = self.hnsw_ef_search
+        if efs is not None and (isinstance(efs, bool) or not isinstance(efs, int) or not 1 <= efs <= 1000):
+            problems.append(("hnsw_ef_search", "must be an int in [1, 1000] or None (automatic)"))
         if self.candidate_pool < 1:
             problems.append(("candidate_pool", "must be >= 1"))
         if not isinstance(self.annotate, AssemblerConfig):

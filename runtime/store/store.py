@@ -85,8 +85,10 @@ class MemoryStore:
         db: StoreBackend
         if is_postgres_url(path):
             from .postgres.backend import PgStoreBackend  # psycopg lives in the `postgres` extra
+            from .postgres.schema import HnswSettings
             db = PgStoreBackend.open(str(path), pool_size=cfg.pool_size, create=create, embedder=lazy,
-                              exact_search_max=cfg.exact_search_max, cold_vectors=cfg.cold_vectors)
+                                     exact_search_max=cfg.exact_search_max, cold_vectors=cfg.cold_vectors,
+                                     hnsw=HnswSettings(cfg.hnsw_m, cfg.hnsw_ef_construction, cfg.hnsw_ef_search))
         else:
             db = SqliteStoreBackend.open(path, busy_timeout_ms=cfg.busy_timeout_ms, create=create, embedder=lazy,
                                   cold_vectors=cfg.cold_vectors)

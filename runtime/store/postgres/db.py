@@ -23,7 +23,7 @@ from ...errors import DeletionPendingError, MissingDependencyError, StorageError
 from .. import tiers
 from ..location import redact_url
 from . import vectors
-from .schema import APP_ROLE, TENANT_TABLES, hnsw_index_sql, migrate
+from .schema import APP_ROLE, TENANT_TABLES, HnswSettings, hnsw_index_sql, migrate
 
 __all__ = ["PgDB"]
 
@@ -41,7 +41,7 @@ class PgDB:
     """
 
     def __init__(self, pool: Any, url: str, embedder: Embedder, *, exact_search_max: int = 20_000,
-                 cold_vectors: str = "int8") -> None:
+                 cold_vectors: str = "int8", hnsw: HnswSettings = HnswSettings()) -> None:
         self.cold_format: str = tiers.check_format(cold_vectors)
         self._pool = pool
         self.path = redact_url(url)
@@ -49,6 +49,7 @@ class PgDB:
         self._local = threading.local()
         self._url = url
         self.exact_search_max = exact_search_max
+        self.hnsw = hnsw
         self._indexed: set[str] = set()     # HNSW indexes known valid
         self._building: set[str] = set()    # HNSW indexes this process is building
         self._large: dict[tuple[str, str], tuple[bool, float]] = {}  # scope -> (past exact_search_max, when)
@@ -58,7 +59,7 @@ class PgDB:
     # ------------------------------------------------------------------ lifecycle
     @classmethod
     def open(cls, url: str, *, pool_size: int, create: bool, embedder: Embedder,
-             exact_search_max: int = 20_000, cold_vectors: str = "int8") -> Self:
+             exact_search_max: int = 20_000, cold_vectors: str = "int8", hnsw: HnswSettings = HnswSettings()) -> Self:
         """Connect, migrate (or check) the schema, and start the pool.
 
         Raises:
@@ -90,7 +91,7 @@ class PgDB:
 
         pool = ConnectionPool(url, min_size=1, max_size=max(1, pool_size), open=True, name="memir",
                               kwargs={"autocommit": True, "prepare_threshold": 2}, configure=configure)
-        return cls(pool, url, embedder, exact_search_max=exact_search_max, cold_vectors=cold_vectors)
+        return cls(pool, url, embedder, exact_search_max=exact_search_max, cold_vectors=cold_vectors, hnsw=hnsw)
 
     @property
     def closed(self) -> bool:
@@ -237,7 +238,7 @@ class PgDB:
         interrupted build is dropped and rebuilt."""
         import psycopg
 
-        name, ddl = hnsw_index_sql(user_id, agent_id, encoder_id, dim)
+        name, ddl = hnsw_index_sql(user_id, agent_id, encoder_id, dim, self.hnsw)
         with psycopg.connect(self._url, autocommit=True) as conn:
             key = int.from_bytes(name.encode()[-8:], "big") & 0x7FFFFFFFFFFFFFFF
             got = conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()

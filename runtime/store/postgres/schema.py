@@ -14,11 +14,12 @@ A query that forgets its tenant clause still gets only that scope's rows.
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from typing import Any
 
 from ...errors import NotFoundError, ValidationError
 
-__all__ = ["APP_ROLE", "STORE_FORMAT", "TENANT_TABLES", "hnsw_index_sql", "migrate"]
+__all__ = ["APP_ROLE", "STORE_FORMAT", "TENANT_TABLES", "HnswSettings", "hnsw_index_sql", "migrate"]
 
 STORE_FORMAT = 2
 """Version of this layout (independent of the SQLite layout's). 1: the first release. 2: vectors
@@ -121,13 +122,38 @@ _TENANT = ("user_id = current_setting('memir.user_id', true) "
            "AND agent_id = current_setting('memir.agent_id', true)")
 
 
-def hnsw_index_sql(user_id: str, agent_id: str, encoder_id: str, dim: int) -> tuple[str, str]:
+@dataclass(frozen=True)
+class HnswSettings:
+    """pgvector HNSW parameters (``StoreConfig.hnsw_*``).
+
+    Attributes:
+        m: links per node (pgvector: 2–100). More: better recall, a larger index, slower builds.
+        ef_construction: candidate list while building (4–1000, at least ``2 × m``).
+        ef_search: candidate list while searching (1–1000); ``None`` = ``4 ×`` the recall's candidate
+            pool, between 100 and 1000. A search asks the index for the candidate pool, so a value
+            below it is raised to it.
+    """
+
+    m: int = 16
+    ef_construction: int = 64
+    ef_search: int | None = None
+
+    def search_ef(self, pool: int) -> int:
+        """The ``hnsw.ef_search`` a search for ``pool`` candidates runs with."""
+        if self.ef_search is None:
+            return min(1000, max(100, 4 * pool))
+        return min(1000, max(self.ef_search, pool))
+
+
+def hnsw_index_sql(user_id: str, agent_id: str, encoder_id: str, dim: int,
+                   settings: HnswSettings = HnswSettings()) -> tuple[str, str]:
     """(index name, ``CREATE INDEX CONCURRENTLY`` statement) for one large scope's HNSW index.
 
     Each scope past the exact-search threshold gets an index of its own, restricted to its rows
     and its encoder: a search walks only its own vectors (no post-filtering of other tenants'
     neighbours), small scopes pay no index maintenance on write, and pgvector's fixed-dimension
-    requirement is met by indexing ``vec::vector(dim)``.
+    requirement is met by indexing ``vec::vector(dim)``. The name does not depend on ``settings``:
+    they apply to indexes built after they are set (drop an index to rebuild it with new ones).
     """
     if not isinstance(dim, int) or not 0 < dim <= 2000:
         raise ValidationError(f"pgvector's HNSW index supports 1–2000 dimensions, the encoder has {dim}",
@@ -138,7 +164,7 @@ def hnsw_index_sql(user_id: str, agent_id: str, encoder_id: str, dim: int) -> tu
         return "'" + x.replace("'", "''") + "'"
 
     return name, (f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON vectors USING hnsw ((vec::vector({dim})) "
-                  f"vector_ip_ops) WITH (m = 16, ef_construction = 64) WHERE user_id = {lit(user_id)} "
+                  f"vector_ip_ops) WITH (m = {int(settings.m)}, ef_construction = {int(settings.ef_construction)}) WHERE user_id = {lit(user_id)} "
                   f"AND agent_id = {lit(agent_id)} AND encoder_id = {lit(encoder_id)} AND dim = {dim}")
 
 

@@ -119,8 +119,7 @@ def _hnsw(tenant: PgTenant, conn: Any, flt: MemoryFilter, now: datetime, q: np.n
     dim = int(emb.dim)
     where, params = flt.where(now, "%s")
     t, tp = tenant.clause()
-    ef = min(1000, max(100, 4 * pool))
-    conn.execute(f"SET LOCAL hnsw.ef_search = {ef}")
+    conn.execute(f"SET LOCAL hnsw.ef_search = {tenant.db.hnsw.search_ef(pool)}")
     rows = conn.execute(
         f"SELECT {_COLS}, v.vec::vector({dim}) <#> %b::vector({dim}) AS d FROM vectors v "
         f"JOIN memories m ON m.rowid = v.mem_rowid WHERE v.user_id = %s AND v.agent_id = %s AND v.encoder_id = %s "

@@ -121,6 +121,39 @@ def test_large_scopes_use_hnsw_with_recall_close_to_exact(store_target: Any, mon
             assert conn.execute("SELECT count(*) FROM pg_indexes WHERE indexname LIKE 'ix_vec_hnsw_%'").fetchone()[0] == 0
 
 
+def test_hnsw_settings_reach_the_index_and_the_search(store_target: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``hnsw_m`` / ``hnsw_ef_construction`` are the built index's parameters (read back from the
+    catalog), ``hnsw_ef_search`` is what each HNSW search sets (raised to the candidate pool), and a
+    setting pgvector would refuse is a ValidationError naming the field."""
+    rng = np.random.default_rng(1)
+    dim, n = 16, 1200
+    vecs = rng.standard_normal((n, dim)).astype(np.float32)
+    url = store_target("hnsw_settings")
+    cfg = StoreConfig(exact_search_max=500, hnsw_m=8, hnsw_ef_construction=24, hnsw_ef_search=70, candidate_pool=50)
+    with MemoryStore.open(url, embedder=HashEmbedder(dim=dim), config=cfg) as store:
+        me = store.scope(user_id="big")
+        me.write_many([{"content": f"doc {i}", "embedding": vecs[i].tolist()} for i in range(n)])
+        (name,) = store.admin_build_indexes()
+        with psycopg.connect(url) as conn:
+            (ddl,) = conn.execute("SELECT indexdef FROM pg_indexes WHERE indexname = %s", (name,)).fetchone()
+        assert "m='8'" in ddl.replace(" ", "") and "ef_construction='24'" in ddl.replace(" ", ""), ddl
+        seen: list[str] = []
+        real = pg_search._hnsw
+
+        def spying(tenant: Any, conn: Any, *a: Any, **k: Any) -> Any:
+            out = real(tenant, conn, *a, **k)
+            seen.append(conn.execute("SHOW hnsw.ef_search").fetchone()[0])
+            return out
+
+        monkeypatch.setattr(pg_search, "_hnsw", spying)
+        assert len(me.recall(vecs[0].tolist(), k=5)) == 5
+        assert seen == ["70"]
+    for bad, field in (({"hnsw_m": 1}, "hnsw_m"), ({"hnsw_m": 16, "hnsw_ef_construction": 20}, "hnsw_ef_construction"),
+                       ({"hnsw_ef_search": 0}, "hnsw_ef_search")):
+        with pytest.raises(ValidationError, match=field):
+            StoreConfig(**bad)
+
+
 def test_open_refuses_a_foreign_database_and_a_missing_store(pg_server: PgServer) -> None:
     url = pg_server.fresh_empty()
     with psycopg.connect(url, autocommit=True) as conn:

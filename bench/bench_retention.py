@@ -5,15 +5,23 @@ N/50 random exclusions, utilities ~ U(-0.2, 1). Rules are drawn so the instance 
 Prints ms per solve (median of a few repetitions; the cvxpy model is built once and cached, its
 cold first solve is shown separately), the objectives side by side and the exact-vs-cvxpy speed-up.
 
+At scale (issue 26): N = 100k and 1M candidates, K = N/5, 1% must-keep and 1% must-forget, first
+alone (the greedy-optimal case), then with implications and exclusions on 1% of the items each;
+``method="auto"`` (what ``Scope.retain`` runs) beside cvxpy + HiGHS at the largest N that cvxpy
+finishes within 5 minutes (each cvxpy size runs in a child process that is stopped at the limit).
+The time includes building the :class:`RetentionProblem` (validation) from arrays.
+
 Usage:
-    python bench/bench_retention.py            # N = 100, 500, 2,000, 10,000
-    python bench/bench_retention.py --quick    # N = 100, 500, 2,000 and fewer repetitions
+    python bench/bench_retention.py            # N = 100, 500, 2,000, 10,000, then the scale section
+    python bench/bench_retention.py --quick    # N = 100, 500, 2,000, fewer repetitions, no scale section
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -70,10 +78,89 @@ def timed(p: RetentionProblem, method: str, reps: int) -> tuple[float, float, st
     return statistics.median(times), r.objective, r.engine, r.status.value
 
 
+def scale_problem(n: int, *, relational: bool, seed: int = 0) -> RetentionProblem:
+    """The scale shape: K = N/5, 1% must-keep, 1% must-forget, and with ``relational`` N/100
+    implications and N/100 exclusions between random items (feasible by construction)."""
+    rng = np.random.default_rng(seed)
+    u = rng.uniform(-0.2, 1.0, n)
+    m = max(1, n // 100)
+    perm = rng.permutation(n)
+    must_keep, pool = np.sort(perm[:m]), perm[m:]
+    implies: list[tuple[int, int]] = []
+    excludes: list[tuple[int, int]] = []
+    if relational:
+        a, b = rng.integers(0, n, m), rng.integers(0, n, m)
+        ok = a != b
+        implies = list(zip(a[ok].tolist(), b[ok].tolist()))
+    closure = presolve(RetentionProblem(utility=u, must_keep=must_keep.tolist(), implies=implies)).keep
+    must_forget = np.sort(rng.choice(pool[~closure[pool]], m, replace=False))
+    if relational:
+        a, b = rng.integers(0, n, m), rng.integers(0, n, m)
+        ok = (a != b) & ~(closure[a] & closure[b])
+        excludes = list(zip(a[ok].tolist(), b[ok].tolist()))
+    return RetentionProblem(utility=u, capacity=n // 5, must_keep=must_keep.tolist(), must_forget=must_forget.tolist(),
+                            implies=implies, excludes=excludes)
+
+
+_CVXPY_CHILD = """
+import json, sys, time
+sys.path.insert(0, {bench!r})
+from bench_retention import scale_problem
+from runtime.retention import solve
+p = scale_problem({n}, relational=True)
+t = time.perf_counter()
+r = solve(p, method="cvxpy")
+print(json.dumps({{"seconds": time.perf_counter() - t, "objective": r.objective, "status": r.status.value}}))
+"""
+
+
+def scale_section(limit_s: float = 300.0) -> None:
+    """Retention over 100k and 1M candidates, beside cvxpy at the largest size it finishes in ``limit_s``."""
+    print("\nat scale — seconds per decision including building the problem, method=auto (what retain runs); "
+          "K=N/5, 1% must-keep, 1% must-forget")
+    goals = {False: 1.0, True: 10.0}
+    for relational in (False, True):
+        label = "+ implies/excludes on 1% each" if relational else "capacity + must-keep/forget only"
+        for n in (100_000, 1_000_000):
+            t0 = time.perf_counter()
+            p = scale_problem(n, relational=relational)
+            built = time.perf_counter()
+            r = solve(p, method="auto")
+            done = time.perf_counter()
+            dt = done - t0
+            note = (f"   goal <= {goals[relational]:.0f} s: {'met' if dt <= goals[relational] else 'MISSED'}"
+                    if n == 1_000_000 else "")
+            print(f"  {label:<34} N={n:>9,}  {dt:7.3f} s (problem {built - t0:6.3f} s, solve {done - built:6.3f} s; "
+                  f"{r.engine}, {r.status.value}){note}")
+    print(f"  cvxpy + HiGHS on the relational shape, each size stopped at {limit_s:.0f} s:")
+    bench_dir = str(Path(__file__).resolve().parent)
+    largest = None
+    for n in (10_000, 30_000, 100_000, 300_000, 1_000_000):
+        code = _CVXPY_CHILD.format(bench=bench_dir, n=n)
+        try:
+            out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=limit_s,
+                                 check=True)
+        except subprocess.TimeoutExpired:
+            print(f"    N={n:>9,}  did not finish in {limit_s:.0f} s")
+            break
+        res = json.loads(out.stdout.strip().splitlines()[-1])
+        p = scale_problem(n, relational=True)
+        t0 = time.perf_counter()
+        r = solve(p, method="auto")
+        ex = time.perf_counter() - t0
+        agree = abs(r.objective - res["objective"]) <= 1e-6 * max(1.0, abs(res["objective"]))
+        print(f"    N={n:>9,}  cvxpy {res['seconds']:8.2f} s   auto {ex:7.3f} s   ratio {res['seconds'] / ex:7.1f}×   "
+              f"objectives {'equal' if agree else 'DIFFER'} ({r.objective:.4f} vs {res['objective']:.4f})")
+        largest = n
+    print(f"  largest N cvxpy finished within {limit_s:.0f} s: {largest:,}" if largest else
+          f"  cvxpy finished no size within {limit_s:.0f} s")
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="smaller sizes and fewer repetitions")
     ap.add_argument("--reps", type=int, default=None, help="repetitions per timing (default 5, quick 3)")
+    ap.add_argument("--cvxpy-limit", type=float, default=300.0, help="seconds cvxpy gets per size in the scale section")
     args = ap.parse_args(argv)
     sizes = [100, 500, 2000] if args.quick else [100, 500, 2000, 10000]
     reps = args.reps or (3 if args.quick else 5)
@@ -118,6 +205,8 @@ def main(argv: list[str] | None = None) -> None:
         g_ms, g_obj, _, g_st = timed(p, "greedy", reps)
         print(f"  {label:<29} exact {e_ms:7.2f} ms ({e_eng:<13}) cvxpy {c_ms:7.1f} ms  speed-up {c_ms / e_ms:5.1f}×  "
               f"obj exact {e_obj:.4f} cvxpy {c_obj:.4f} | greedy {g_ms:6.2f} ms {g_obj:.4f} ({g_st})")
+    if not args.quick:
+        scale_section(args.cvxpy_limit)
 
 
 if __name__ == "__main__":

@@ -246,13 +246,19 @@ def test_bench_script_has_help_and_a_feasible_generator() -> None:
     assert "--quick" in out.stdout and "N = 100, 500, 2,000, 10,000" in out.stdout
     sys.path.insert(0, str(root / "bench"))
     try:
-        from bench_retention import bench_problem
+        from bench_retention import bench_problem, scale_problem
     finally:
         sys.path.remove(str(root / "bench"))
     p = bench_problem(1000, seed=3)
     assert (p.capacity, len(p.must_keep), len(p.must_forget), len(p.implies)) == (200, 20, 20, 100)
     r = solve(p)
     assert r.status is Status.OPTIMAL and violations(p, r.keep) == []
+    for relational in (False, True):  # the scale section's shape, small: feasible, 1% rules
+        p = scale_problem(5000, relational=relational, seed=3)
+        assert (p.capacity, len(p.must_keep), len(p.must_forget)) == (1000, 50, 50)
+        assert bool(p.implies) == bool(p.excludes) == relational
+        r = solve(p)
+        assert r.status is Status.OPTIMAL and violations(p, r.keep) == []
 
 
 def test_cvxpy_model_is_built_once_per_structure_and_is_dpp() -> None:

@@ -9,7 +9,7 @@ At scale (issue 26): N = 100k and 1M candidates, K = N/5, 1% must-keep and 1% mu
 alone (the greedy-optimal case), then with implications and exclusions on 1% of the items each;
 ``method="auto"`` (what ``Scope.retain`` runs) beside cvxpy + HiGHS at the largest N that cvxpy
 finishes within 5 minutes (each cvxpy size runs in a child process that is stopped at the limit).
-The time includes building the :class:`RetentionProblem` (validation) from arrays.
+The time includes drawing the random instance and building the :class:`RetentionProblem` (validation).
 
 Usage:
     python bench/bench_retention.py            # N = 100, 500, 2,000, 10,000, then the scale section
@@ -116,7 +116,7 @@ print(json.dumps({{"seconds": time.perf_counter() - t, "objective": r.objective,
 
 def scale_section(limit_s: float = 300.0) -> None:
     """Retention over 100k and 1M candidates, beside cvxpy at the largest size it finishes in ``limit_s``."""
-    print("\nat scale — seconds per decision including building the problem, method=auto (what retain runs); "
+    print("\nat scale — seconds per decision including drawing the instance and building the problem, method=auto (what retain runs); "
           "K=N/5, 1% must-keep, 1% must-forget")
     goals = {False: 1.0, True: 10.0}
     for relational in (False, True):
@@ -130,7 +130,7 @@ def scale_section(limit_s: float = 300.0) -> None:
             dt = done - t0
             note = (f"   goal <= {goals[relational]:.0f} s: {'met' if dt <= goals[relational] else 'MISSED'}"
                     if n == 1_000_000 else "")
-            print(f"  {label:<34} N={n:>9,}  {dt:7.3f} s (problem {built - t0:6.3f} s, solve {done - built:6.3f} s; "
+            print(f"  {label:<34} N={n:>9,}  {dt:7.3f} s (instance + problem {built - t0:6.3f} s, solve {done - built:6.3f} s; "
                   f"{r.engine}, {r.status.value}){note}")
     print(f"  cvxpy + HiGHS on the relational shape, each size stopped at {limit_s:.0f} s:")
     bench_dir = str(Path(__file__).resolve().parent)

@@ -76,7 +76,7 @@ class AgentContext(BaseModel):
     survives a restart); an id it already knows is superseded by its own tracked state.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     user_id: Id
     agent_id: Id = "default"

@@ -29,6 +29,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cache
 from datetime import datetime
 from types import MappingProxyType
 from typing import Any, Literal
@@ -451,7 +452,12 @@ _LIST_FIELDS = ("tags", "flags", "related", "derived_from")
 _TIME_FIELDS = ("created_at", "timestamp", "expires_at")
 _STR_FIELDS = ("id", "session_id", "task_id", "source_entity", "source_uri", "trigger", "active_role", "sub_role",
                "tone", "supersedes")
-_TIME: TypeAdapter[datetime] = TypeAdapter(UTCDateTime)
+
+
+@cache
+def _time() -> TypeAdapter[datetime]:
+    """MemIR's datetime validation for a loose field (its schema is built at the first use)."""
+    return TypeAdapter(UTCDateTime)
 
 
 def _check_texts(value: Any, where: str, path: str = "") -> None:
@@ -493,7 +499,7 @@ def _check_shapes(f: dict[str, Any], where: str) -> None:
             raise ValidationError(f"{where}{name} must be a datetime or an ISO-8601 string, got {type(v).__name__}",
                                   field=name)
         try:
-            f[name] = _TIME.validate_python(v)
+            f[name] = _time().validate_python(v)
         except PydanticValidationError:
             raise ValidationError(f"{where}{name}={v[:40]!r} is not an ISO-8601 datetime (e.g. "
                                   "'2025-06-01T12:00:00Z')", field=name) from None

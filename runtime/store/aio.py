@@ -27,7 +27,6 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
@@ -160,6 +159,8 @@ class AsyncRunner:
     """
 
     def __init__(self, embedder: Callable[[], Embedder], builder: RecordBuilder, workers: int) -> None:
+        from concurrent.futures import ThreadPoolExecutor  # loaded with the first async call, not with the store
+
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="memir-async")
         self.batcher = EncodeBatcher(embedder, builder, self._submit)
 

@@ -78,7 +78,7 @@ class MemoryFilter(BaseModel):
     or a list of exact levels.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     roles: list[FilterName] | None = Field(default=None, description="active_role in this list")
     sub_roles: list[FilterName] | None = Field(default=None, description="sub_role in this list")

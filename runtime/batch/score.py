@@ -26,10 +26,10 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -124,6 +124,35 @@ class OutputWriter:
             self.tmp.unlink(missing_ok=True)
 
 
+T = TypeVar("T")
+
+
+def _in_processes(items: Iterable[T], job: Callable[[T], tuple[Callable[..., Any], tuple[Any, ...]]], workers: int,
+                  noun: str, verb: str, *, initializer: Callable[..., None] | None = None,
+                  initargs: tuple[Any, ...] = ()) -> Iterator[tuple[T, Any]]:
+    """Each item with the result of its job (``job(item)`` = ``(function, args)``), in item order,
+    run by ``workers`` spawned processes at most ``2 × workers`` items ahead, so memory stays bounded."""
+    import multiprocessing as mp
+    from concurrent.futures.process import BrokenProcessPool
+
+    try:
+        with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"), initializer=initializer,
+                                 initargs=initargs) as pool:
+            pending: list[tuple[T, Future[Any]]] = []
+            for item in items:
+                fn, args = job(item)
+                pending.append((item, pool.submit(fn, *args)))
+                if len(pending) >= 2 * workers:
+                    i0, f0 = pending.pop(0)
+                    yield i0, f0.result()
+            for i0, f0 in pending:
+                yield i0, f0.result()
+    except BrokenProcessPool as e:
+        raise WorkerError(f"a {noun} process died ({e}). If score_dump is called from a script, put the call "
+                          "under `if __name__ == \"__main__\":` (the processes are started with spawn), or pass "
+                          f"ScoreConfig(workers=1) to {verb} in this process; if memory ran out, lower --memory-mb") from e
+
+
 def _read_in_worker(chunk: Any, dim: int) -> Any:
     from .read import read_chunk
     return read_chunk(chunk, dim)
@@ -138,23 +167,7 @@ def _results(chunks: Iterator[Any], dim: int, workers: int) -> Iterator[Any]:
         for c in chunks:
             yield c, read_chunk(c, dim)
         return
-    import multiprocessing as mp
-    from concurrent.futures.process import BrokenProcessPool
-
-    try:
-        with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn")) as pool:
-            pending: list[tuple[Any, Future[Any]]] = []
-            for c in chunks:
-                pending.append((c, pool.submit(_read_in_worker, c, dim)))
-                if len(pending) >= 2 * workers:
-                    c0, f0 = pending.pop(0)
-                    yield c0, f0.result()
-            for c0, f0 in pending:
-                yield c0, f0.result()
-    except BrokenProcessPool as e:
-        raise WorkerError(f"a reader process died ({e}). If score_dump is called from a script, put the call "
-                          "under `if __name__ == \"__main__\":` (readers are started with spawn), or pass "
-                          "ScoreConfig(workers=1) to read in this process; if memory ran out, lower --memory-mb") from e
+    yield from _in_processes(chunks, lambda c: (_read_in_worker, (c, dim)), workers, "reader", "read")
 
 
 _DECIDER: Any = None  # a decider process's ScopeDecider, made once by _start_decider
@@ -190,24 +203,8 @@ def _decisions(blocks: Iterator[list[tuple[str, str, Any]]], decider: Any, cfg: 
         for block in blocks:
             yield block, decider.decide_many(block)
         return
-    import multiprocessing as mp
-    from concurrent.futures.process import BrokenProcessPool
-
-    try:
-        with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"),
-                                 initializer=_start_decider, initargs=(cfg, now)) as pool:
-            pending: list[tuple[list[tuple[str, str, Any]], Future[Any]]] = []
-            for block in blocks:
-                pending.append((block, pool.submit(_decide_in_worker, *_packed(block))))
-                if len(pending) >= 2 * workers:
-                    b0, f0 = pending.pop(0)
-                    yield b0, f0.result()
-            for b0, f0 in pending:
-                yield b0, f0.result()
-    except BrokenProcessPool as e:
-        raise WorkerError(f"a decider process died ({e}). If score_dump is called from a script, put the call "
-                          "under `if __name__ == \"__main__\":` (processes are started with spawn), or pass "
-                          "ScoreConfig(workers=1) to decide in this process; if memory ran out, lower --memory-mb") from e
+    yield from _in_processes(blocks, lambda block: (_decide_in_worker, _packed(block)), workers, "decider",
+                             "decide", initializer=_start_decider, initargs=(cfg, now))
 
 
 def _blocks(groups: Iterator[tuple[str, str, Any]]) -> Iterator[list[tuple[str, str, Any]]]:

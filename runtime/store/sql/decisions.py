@@ -45,20 +45,19 @@ def apply(tenant: SqlTenant, decision: RetentionDecision, *, candidates: Sequenc
     if dry_run:
         return out
     final = out.items
-    ph, many = tenant.dialect.ph, tenant.dialect.many
     t, tp = tenant.clause(check_only=True)
     with tenant.writing() as conn:
         tenant.lock_rows(conn, [m for m, it in final.items() if it.action in ("keep", "archive", "promote")]
                          + by["delete"] + by["redact"])
         if new:
             tenant.insert([r for r, _ in new], [v for _, v in new])
-        many(conn, f"UPDATE memories AS m SET utility = {ph}, retention_reason = {ph} WHERE {t} AND m.id = {ph}",
-             [(it.utility, it.reason.value, *tp, m) for m, it in final.items() if it.action == "keep"])
-        many(conn, f"UPDATE memories AS m SET tier = 'archive', utility = {ph}, retention_reason = {ph} "
-                   f"WHERE {t} AND m.id = {ph}",
-             [(final[m].utility, final[m].reason.value, *tp, m) for m in by["archive"]])
-        many(conn, f"UPDATE memories AS m SET tier = 'working', retention_reason = {ph} WHERE {t} AND m.id = {ph}",
-             [(final[m].reason.value, *tp, m) for m in by["promote"]])
+        update, scored = tenant.dialect.update_memories, (("utility", "float8"), ("retention_reason", "text"))
+        update(conn, t, tp, "", scored,
+               [(m, it.utility, it.reason.value) for m, it in final.items() if it.action == "keep"])
+        update(conn, t, tp, "tier = 'archive'", scored,
+               [(m, final[m].utility, final[m].reason.value) for m in by["archive"]])
+        update(conn, t, tp, "tier = 'working'", (("retention_reason", "text"),),
+               [(m, final[m].reason.value) for m in by["promote"]])
         tenant.conform_vectors(conn, by["archive"] + by["promote"])  # cold format / back to float32
         if by["delete"] or by["redact"]:
             forgetting.execute(tenant, conn, ForgetPlan(deleted=by["delete"], redacted=by["redact"]),

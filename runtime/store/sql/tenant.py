@@ -64,6 +64,8 @@ class SqlTenant:
     RETRIES: ClassVar[bool | None] = None  # a backend says whether a transaction can lose a conflict and run again
     VEC_COLS: ClassVar[str]  # the stored vector's columns of ``vectors v``, as :meth:`vector_of` reads them
     NEWEST_FIRST: ClassVar[str] = "m.seq DESC, m.rowid DESC"  # ORDER BY for the latest writes (an index's order)
+    # each memory's vector of the encoder and width bound as the two parameters, joined as ``v``
+    VECTOR_OF_MEMORY: ClassVar[str] = "JOIN vectors v ON v.mem_rowid = m.rowid AND v.encoder_id = ? AND v.dim = ?"
     db: Any                  # the backend's store object (``embedder``, ``cold_format``)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -444,10 +446,10 @@ class SqlTenant:
         t, tp = self.clause()
         # One read for records and vectors (not a recall cache: a decision's working set is small).
         with self.reading() as conn:
-            rows = conn.execute(
-                f"SELECT {READ_COLS}, m.rowid, m.seq, v.mem_rowid, {self.VEC_COLS} FROM memories m LEFT JOIN vectors v "
+            rows = self.dialect.vector_rows(
+                conn, f"SELECT {READ_COLS}, m.rowid, m.seq, v.mem_rowid, {self.VEC_COLS} FROM memories m LEFT JOIN vectors v "
                 f"ON v.mem_rowid = m.rowid AND v.encoder_id = {ph} AND v.dim = {ph} WHERE {t} AND {where} "
-                f"ORDER BY m.seq, m.rowid", [emb.encoder_id, emb.dim, *tp, *params]).fetchall()
+                f"ORDER BY m.seq, m.rowid", [emb.encoder_id, emb.dim, *tp, *params])
             missing = [int(r[5]) for r in rows if r[7] is None]
             if missing:
                 self.raise_if_mismatched(conn, missing)  # rows without a vector of this encoder
@@ -485,8 +487,8 @@ class SqlTenant:
         real, rp = self.not_placeholder("m.record")
         with self.reading() as conn:
             rows = conn.execute(
-                f"SELECT {self.VEC_COLS} FROM memories m{self.dialect.index('ix_mem_scope')} JOIN vectors v "
-                f"ON v.mem_rowid = m.rowid AND v.encoder_id = {ph} AND v.dim = {ph} WHERE {t} AND {real} "
+                f"SELECT {self.VEC_COLS} FROM memories m{self.dialect.index('ix_mem_scope')} {self.VECTOR_OF_MEMORY} "
+                f"WHERE {t} AND {real} "
                 f"ORDER BY {self.NEWEST_FIRST} LIMIT {ph}",
                 [emb.encoder_id, emb.dim, *tp, *rp, int(n)]).fetchall()
         return self.stack(list(reversed(rows)), int(emb.dim))

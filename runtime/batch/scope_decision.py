@@ -132,7 +132,7 @@ class ScopeDecider:
         # write order within each scope, then every scope's closed sessions in one pass
         orders = [np.argsort(items.columns.created_at[lo:hi], kind="stable")
                   for lo, hi in zip(bounds[:-1], bounds[1:])]
-        w = np.concatenate([lo + order for lo, order in zip(bounds[:-1], orders)]) if orders else np.zeros(0, np.int64)
+        w = np.concatenate([lo + order for lo, order in zip(bounds[:-1], orders)])
         wl = w.tolist()
         hist = history_session_columns([sessions[i] for i in wl], turn[w], [items.columns.content[i] for i in wl],
                                        vecs[w], items.columns.role[w],

@@ -29,8 +29,8 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import cache
 from datetime import datetime
+from functools import cache
 from types import MappingProxyType
 from typing import Any, Literal
 

@@ -40,11 +40,6 @@ class PgTenant(SqlTenant):
     dialect = POSTGRES
     RETRIES = True  # concurrent clients: a transaction can lose a deadlock or serialization conflict
     VEC_COLS = VEC_COLS
-    # a lookup by the vector's primary key per memory (OFFSET 0 keeps the planner from flattening it):
-    # as a plain join, on tables not yet analyzed (right after a bulk load) and under row-level
-    # security, the planner scans the scope's vectors once per memory (seconds at 10k memories)
-    VECTOR_OF_MEMORY = ("CROSS JOIN LATERAL (SELECT * FROM vectors v WHERE v.mem_rowid = m.rowid AND v.encoder_id = %s "
-                        "AND v.dim = %s OFFSET 0) v")
     db: PgDB
 
     @contextmanager

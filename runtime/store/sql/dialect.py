@@ -23,6 +23,7 @@ class SqlDialect:
     lock: str         # appended to a SELECT that must lock the rows it reads (writers lock in rowid order)
     greatest: str     # the two-argument maximum
     strpos: str       # position of a substring (0 when absent)
+    vector_of_memory: str  # joins each ``memories m`` row's vector of the encoder and width bound next, as ``v``
 
     def in_set(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
         """``column`` is one of ``values``, as SQL with a single parameter (any number of values)."""
@@ -51,6 +52,7 @@ class SqlDialect:
 
 class _Sqlite(SqlDialect):
     ph, lock, greatest, strpos = "?", "", "max", "instr"
+    vector_of_memory = "JOIN vectors v ON v.mem_rowid = m.rowid AND v.encoder_id = ? AND v.dim = ?"
 
     def in_set(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
         return f"{column} IN (SELECT value FROM json_each(?))", [json.dumps(list(values))]
@@ -74,6 +76,11 @@ class _Sqlite(SqlDialect):
 
 class _Postgres(SqlDialect):
     ph, lock, greatest, strpos = "%s", " FOR UPDATE", "greatest", "strpos"
+    # a lookup by the vector's primary key per memory (OFFSET 0 keeps the planner from flattening it):
+    # as a plain join, on tables not yet analyzed (right after a bulk load) and under row-level
+    # security, the planner scans the scope's vectors once per memory (seconds at 10k memories)
+    vector_of_memory = ("CROSS JOIN LATERAL (SELECT * FROM vectors v WHERE v.mem_rowid = m.rowid "
+                        "AND v.encoder_id = %s AND v.dim = %s OFFSET 0) v")
 
     def in_set(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
         return f"{column} = ANY(%s)", [list(values)]

@@ -64,8 +64,6 @@ class SqlTenant:
     RETRIES: ClassVar[bool | None] = None  # a backend says whether a transaction can lose a conflict and run again
     VEC_COLS: ClassVar[str]  # the stored vector's columns of ``vectors v``, as :meth:`vector_of` reads them
     NEWEST_FIRST: ClassVar[str] = "m.seq DESC, m.rowid DESC"  # ORDER BY for the latest writes (an index's order)
-    # each memory's vector of the encoder and width bound as the two parameters, joined as ``v``
-    VECTOR_OF_MEMORY: ClassVar[str] = "JOIN vectors v ON v.mem_rowid = m.rowid AND v.encoder_id = ? AND v.dim = ?"
     db: Any                  # the backend's store object (``embedder``, ``cold_format``)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -487,7 +485,7 @@ class SqlTenant:
         real, rp = self.not_placeholder("m.record")
         with self.reading() as conn:
             rows = conn.execute(
-                f"SELECT {self.VEC_COLS} FROM memories m{self.dialect.index('ix_mem_scope')} {self.VECTOR_OF_MEMORY} "
+                f"SELECT {self.VEC_COLS} FROM memories m{self.dialect.index('ix_mem_scope')} {self.dialect.vector_of_memory} "
                 f"WHERE {t} AND {real} "
                 f"ORDER BY {self.NEWEST_FIRST} LIMIT {ph}",
                 [emb.encoder_id, emb.dim, *tp, *rp, int(n)]).fetchall()

@@ -140,6 +140,19 @@ def _rules(path: str | None) -> Any:
     return load_rules(p)
 
 
+def _instant(text: str) -> Any:
+    """argparse ``type`` of a point in time: ISO 8601 with a time zone (``Z`` or an offset)."""
+    from datetime import datetime
+
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an ISO 8601 time (e.g. 2026-12-01T00:00:00Z)") from None
+    if when.tzinfo is None:
+        raise argparse.ArgumentTypeError(f"{text!r} has no time zone: add Z for UTC or an offset such as +02:00")
+    return when
+
+
 def _path(text: str) -> str:
     """argparse ``type`` of every file argument: a name the file system can take. A lone surrogate
     (``\ud800``, from broken input) or a NUL byte is a usage error here, not an internal error where
@@ -351,12 +364,6 @@ def cmd_score(a: argparse.Namespace) -> int:
     from .batch import ScoreConfig, score_dump
     from .store.dumps import check_dump
 
-    try:  # this process is the CLI's own: hand freed Arrow memory back to the OS at once (peak RSS)
-        import pyarrow as pa
-        pa.set_memory_pool(pa.system_memory_pool())
-    except ImportError:
-        pass
-
     for d in a.dump:
         try:
             check_dump(d)
@@ -368,7 +375,7 @@ def cmd_score(a: argparse.Namespace) -> int:
     cfg = ScoreConfig(capacity=a.capacity, rules=a.rules, model=a.model, batch_size=a.batch_size,
                       quarantine=a.quarantine, redundancy=a.redundancy, method=a.method, encoder=a.encoder,
                       on_infeasible=a.on_infeasible or "overflow", workers=a.workers, memory_mb=a.memory_mb,
-                      spill_dir=a.spill_dir)
+                      spill_dir=a.spill_dir, now=a.now)
     report = score_dump(a.dump if len(a.dump) > 1 else a.dump[0], out, cfg, progress=not a.quiet,
                         engine=a.engine, ray_address=a.ray_address)
 
@@ -585,6 +592,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="redundancy features within each scope (none: faster on huge scopes)")
     sp.add_argument("--encoder", default="default", choices=["default", "hash"],
                     help="encoder for records without an embedding (hash = test double)")
+    sp.add_argument("--now", type=_instant, default=None,
+                    help="decide as of this time, ISO 8601 with a zone (default: now; e.g. --now 2026-12-01T00:00:00Z): "
+                         "the same dump and --now give the same scores")
     sp.add_argument("--quiet", action="store_true", help="no progress bar")
 
     sp = add("compact", cmd_compact, "store every archived vector in the cold format (after changing it, or "

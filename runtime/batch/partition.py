@@ -81,10 +81,15 @@ class ScopeGroups:
         memory_bytes: Arrow bytes held in memory before spilling.
         partitions: spill files (each holds whole scopes; about ``dump / partitions`` bytes each).
         spill_dir: where the spill files go (default: a temporary directory).
+        expected_rows: the rows that will be added, when known (a Parquet dump's metadata): if the
+            first rows show they will not fit in ``memory_bytes``, spilling starts at once instead of
+            after ``memory_bytes`` were held for nothing.
     """
 
-    def __init__(self, *, memory_bytes: int = 256 << 20, partitions: int = 256, spill_dir: str | None = None) -> None:
+    def __init__(self, *, memory_bytes: int = 256 << 20, partitions: int = 256, spill_dir: str | None = None,
+                 expected_rows: int | None = None) -> None:
         self.memory_bytes, self.partitions = memory_bytes, partitions
+        self.expected_rows = expected_rows
         self._spill_parent = spill_dir
         self._held: list[pa.Table] = []
         self._held_bytes = 0
@@ -106,7 +111,8 @@ class ScopeGroups:
             return
         self._held.append(t)
         self._held_bytes += t.nbytes
-        if self._held_bytes > self.memory_bytes or self.memory_bytes == 0:
+        projected = self.expected_rows * t.nbytes / t.num_rows if self.expected_rows else 0
+        if self._held_bytes > self.memory_bytes or projected > self.memory_bytes or self.memory_bytes == 0:
             self._dir = Path(tempfile.mkdtemp(prefix="memir-score-", dir=self._spill_parent))
             held, self._held, self._held_bytes = self._held, [], 0
             for h in held:
@@ -141,6 +147,7 @@ class ScopeGroups:
             path = self._dir / f"part-{p:04d}.arrow"
             yield from scope_runs(_read_partition(path))
             path.unlink()
+            pa.default_memory_pool().release_unused()  # a partition's buffers go back to the system
 
     def _take_held(self) -> pa.Table:
         held, self._held = self._held, []

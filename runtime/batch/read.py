@@ -35,7 +35,7 @@ from .config import error_text
 from .table import empty_table, table_from_records
 from .validate import fast_rows
 
-__all__ = ["Chunk", "ChunkResult", "error_text", "plan_chunks", "read_chunk"]
+__all__ = ["Chunk", "ChunkResult", "error_text", "parquet_file", "plan_chunks", "read_chunk", "read_chunk_parts"]
 
 Kind = Literal["jsonl", "parquet"]
 
@@ -180,20 +180,40 @@ def _read_jsonl(data: bytes, first_line: int, dim: int) -> ChunkResult:
 PARQUET_BATCH = 16_384
 """Rows validated at once within a row group: bounds the temporaries of the column checks."""
 
+PARQUET_BUFFER = 1 << 20
+"""Bytes a Parquet column is read ahead by. Streaming a row group page by page (instead of
+pre-buffering it whole, pyarrow's default) halves the peak memory of a read and is no slower."""
 
-def _read_parquet(chunk: Chunk, dim: int) -> ChunkResult:
+
+def parquet_file(path: str | Path) -> Any:
+    """A Parquet file opened for streaming reads (see :data:`PARQUET_BUFFER`)."""
     _, pq = dumps.pyarrow_modules()
-    f = pq.ParquetFile(chunk.path)
+    return pq.ParquetFile(path, pre_buffer=False, buffer_size=PARQUET_BUFFER)
+
+
+def read_chunk_parts(chunk: Chunk, dim: int) -> Iterator[ChunkResult]:
+    """:func:`read_chunk` in parts of at most :data:`PARQUET_BATCH` rows (a Parquet chunk in the
+    column layout; any other chunk is one part), so a reader holds one part at a time."""
+    if chunk.kind != "parquet":
+        yield read_chunk(chunk, dim)
+        return
+    f = parquet_file(chunk.path)
     groups = list(range(chunk.start, chunk.stop))
     if "record" in f.schema_arrow.names:
-        return _read_record_json(f.read_row_groups(groups), chunk.first_line, dim)
-    results = []
+        yield _read_record_json(f.read_row_groups(groups), chunk.first_line, dim)
+        return
     line = chunk.first_line
     for batch in f.iter_batches(batch_size=PARQUET_BATCH, row_groups=groups):
-        results.append(_read_columns(pa.Table.from_batches([batch]), line, dim))
+        yield _read_columns(pa.Table.from_batches([batch]), line, dim)
         line += batch.num_rows
+
+
+def _read_parquet(chunk: Chunk, dim: int) -> ChunkResult:
+    results = list(read_chunk_parts(chunk, dim))
     if len(results) == 1:
         return results[0]
+    if not results:
+        return ChunkResult(empty_table(dim))
     return ChunkResult(pa.concat_tables([r.table for r in results]), [x for r in results for x in r.rejects],
                        sum(r.rows for r in results), sum(r.fast for r in results))
 

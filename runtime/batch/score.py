@@ -42,7 +42,7 @@ __all__ = ["ScoreConfig", "score_dump"]
 
 _AUTO_WORKERS_BYTES = 64 << 20
 """Below this much JSONL a dump is read in-process (starting readers costs ~1 s)."""
-BLOCK_ROWS = 16_384
+BLOCK_ROWS = 8_192
 """Scopes are decided in blocks of about this many rows: one feature pass and one model call each."""
 PARALLEL_DECIDE_ROWS = 100_000
 """From this many records (and more than one CPU), blocks are decided by processes side by side."""
@@ -161,11 +161,12 @@ def _read_in_worker(chunk: Any, dim: int) -> Any:
 def _results(chunks: Iterator[Any], dim: int, workers: int) -> Iterator[Any]:
     """Chunk results in chunk order, read by ``workers`` processes (0 = in this one), at most
     ``2 × workers`` chunks ahead so memory stays bounded."""
-    from .read import read_chunk
+    from .read import read_chunk_parts
 
-    if workers <= 1:
+    if workers <= 1:  # in parts: one row group of a Parquet dump is not held whole
         for c in chunks:
-            yield c, read_chunk(c, dim)
+            for part in read_chunk_parts(c, dim):
+                yield c, part
         return
     yield from _in_processes(chunks, lambda c: (_read_in_worker, (c, dim)), workers, "reader", "read")
 
@@ -194,17 +195,41 @@ def _decide_in_worker(keys: list[tuple[str, str]], table: Any, sizes: list[int])
     return _DECIDER.decide_many(block)
 
 
+def _give_back_memory() -> None:
+    """Return freed memory to the system: what the read freed would otherwise stay in the allocators'
+    free lists (Arrow's and the C library's) while the decisions run beside it."""
+    import pyarrow as pa
+    pa.default_memory_pool().release_unused()
+    if _LIBC is not None:
+        _LIBC.malloc_trim(0)
+
+
+def _libc() -> Any:
+    import ctypes
+    import ctypes.util
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        return libc if hasattr(libc, "malloc_trim") else None  # glibc only
+    except OSError:
+        return None
+
+
+_LIBC = _libc()
+
+
 def _decisions(blocks: Iterator[list[tuple[str, str, Any]]], decider: Any, cfg: ScoreConfig, now: Any,
-               workers: int) -> Iterator[tuple[list[tuple[str, str, Any]], Any]]:
-    """Each block with its decision (``decide_many``'s result), in block order: decided here
-    (``workers <= 1``) or by ``workers`` processes, at most ``2 × workers`` blocks ahead so
-    memory stays bounded. A scope's decision does not depend on where it was made."""
+               workers: int) -> Iterator[tuple[int, Any]]:
+    """Each block's row count with its decision (``decide_many``'s result), in block order: decided
+    here (``workers <= 1``) or by ``workers`` processes, at most ``2 × workers`` blocks ahead so
+    memory stays bounded. A block is held only as the compact table sent to its process, not as
+    views that keep its source partition alive. A scope's decision does not depend on where it was made."""
     if workers <= 1:
         for block in blocks:
-            yield block, decider.decide_many(block)
+            yield sum(t.num_rows for _, _, t in block), decider.decide_many(block)
         return
-    yield from _in_processes(blocks, lambda block: (_decide_in_worker, _packed(block)), workers, "decider",
-                             "decide", initializer=_start_decider, initargs=(cfg, now))
+    for (_, table, _), result in _in_processes((_packed(b) for b in blocks), lambda p: (_decide_in_worker, p), workers,
+                                              "decider", "decide", initializer=_start_decider, initargs=(cfg, now)):
+        yield table.num_rows, result
 
 
 def _blocks(groups: Iterator[tuple[str, str, Any]]) -> Iterator[list[tuple[str, str, Any]]]:
@@ -283,7 +308,7 @@ def score_dump(dump: str | Path | Sequence[str | Path], out: str | Path, cfg: Sc
 def _score_local(paths: list[Path], out: Path, cfg: ScoreConfig, *, progress: bool) -> dict[str, Any]:
     import pyarrow as pa
 
-    from ..store.dumps import count_records
+    from ..store.dumps import count_records, is_parquet
     from .dedup import IdSeen
     from .partition import ScopeGroups
     from .read import plan_chunks
@@ -300,11 +325,13 @@ def _score_local(paths: list[Path], out: Path, cfg: ScoreConfig, *, progress: bo
     qpath = Path(cfg.quarantine) if cfg.quarantine else out.with_name(out.name + ".quarantine.jsonl")
     quarantine = Quarantine(qpath, with_file=len(paths) > 1)
     writer = OutputWriter(out)
-    groups = ScopeGroups(memory_bytes=cfg.memory_mb << 20, spill_dir=cfg.spill_dir)
+    parquet_rows = [count_records(p) or 0 for p in paths if is_parquet(p)]  # metadata only
+    groups = ScopeGroups(memory_bytes=cfg.memory_mb << 20, spill_dir=cfg.spill_dir,
+                         expected_rows=sum(parquet_rows) if len(parquet_rows) == len(paths) else None)
     seen = IdSeen()
     ok = keep_quarantine = False
     bar: Any = None
-    n_rows = n_fast = 0
+    n_rows = n_fast = parts = 0
     totals = Totals()
     try:
         if progress:
@@ -332,6 +359,9 @@ def _score_local(paths: list[Path], out: Path, cfg: ScoreConfig, *, progress: bo
                     quarantine.write(entries, str(path))
                 n_rows += res.rows
                 n_fast += res.fast
+                parts += 1
+                if parts % 16 == 0:
+                    _give_back_memory()
                 if bar is not None:
                     bar.update(res.rows)
                     bar.set_postfix(quarantined=quarantine.count, refresh=False)
@@ -339,13 +369,15 @@ def _score_local(paths: list[Path], out: Path, cfg: ScoreConfig, *, progress: bo
             bar.close()
             bar = None
         t_read = time.perf_counter() - t0
+        del seen  # the ids' hashes are not needed to decide
+        _give_back_memory()
         if progress:
             from tqdm import tqdm
             bar = tqdm(desc="decide", unit="rec", total=n_rows - quarantine.count, mininterval=0.5)
         failed: list[dict[str, str]] = []
 
         deciders = _decide_workers(cfg, n_rows - quarantine.count)
-        for block, (scored, tot, bad) in _decisions(_blocks(groups.groups()), decider, cfg, decider.now, deciders):
+        for block_rows, (scored, tot, bad) in _decisions(_blocks(groups.groups()), decider, cfg, decider.now, deciders):
             writer.write(scored)
             totals.add(tot)
             for user, agent, e, rows in bad:  # one contradictory scope does not stop the dump
@@ -356,7 +388,7 @@ def _score_local(paths: list[Path], out: Path, cfg: ScoreConfig, *, progress: bo
                                       for line, f in zip(lines, files) if f == k], str(paths[k]))
                 failed.append({"user_id": user, "agent_id": agent, "error": str(e)})
             if bar is not None:
-                bar.update(sum(t.num_rows for _, _, t in block))
+                bar.update(block_rows)
                 bar.set_postfix(scopes=totals.scopes, kept=totals.kept, refresh=False)
         if totals.valid == 0:
             keep_quarantine = True  # a complete read: the user needs to see why every record was rejected

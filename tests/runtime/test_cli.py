@@ -254,3 +254,26 @@ def test_score_reads_parquet_and_refuses_corrupt_or_empty_files(db: Path, tmp_pa
     pq.write_table(pa.table({"record": pa.array([], pa.string())}), tmp_path / "empty.parquet")
     _fails(["score", str(tmp_path / "empty.parquet"), "-o", str(tmp_path / "o.jsonl"), "--model", str(model),
             "--encoder", "hash", "--quiet"], "invalid", "no valid record", capsys, tmp_path)
+
+
+def test_score_now_makes_a_run_repeatable_and_a_bad_time_is_a_usage_error(db: Path, tmp_path: Path,
+                                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    model = _tiny_model(tmp_path)
+    dump = tmp_path / "dump.jsonl"
+    with MemoryStore.open(db, embedder=HashEmbedder(64)) as store:
+        store.admin_export(dump)
+    args = ["score", str(dump), "--capacity", "3", "--model", str(model), "--encoder", "hash", "--quiet"]
+    for name, now in (("a.jsonl", "2026-06-01T00:00:00Z"), ("b.jsonl", "2026-06-01T02:00:00+02:00"),
+                      ("later.jsonl", "2027-06-01T00:00:00Z")):
+        assert main([*args, "-o", str(tmp_path / name), "--now", now]) == 0
+    a, b, later = ((tmp_path / n).read_text() for n in ("a.jsonl", "b.jsonl", "later.jsonl"))
+    assert a == b                  # the same instant, written in two zones: the same scores, byte for byte
+    assert a != later              # a year on, freshness moved the utilities
+    capsys.readouterr()
+    for bad, why in (("yesterday", "not an ISO 8601 time"), ("2026-06-01T00:00:00", "no time zone")):
+        with pytest.raises(SystemExit) as e:  # argparse's usage error: exit 2, no traceback
+            main([*args, "-o", str(tmp_path / "x.jsonl"), "--now", bad])
+        assert e.value.code == EXIT["usage"]
+        err = capsys.readouterr().err
+        assert why in err and "Traceback" not in err
+    assert not (tmp_path / "x.jsonl").exists()

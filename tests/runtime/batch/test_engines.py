@@ -285,3 +285,50 @@ def test_scopes_decided_by_processes_the_same_as_in_this_one(tmp_path: Path, mod
     assert (tmp_path / "one.jsonl").read_bytes() == (tmp_path / "two.jsonl").read_bytes()
     for k in ("records", "valid", "quarantined", "scopes", "kept", "archived", "deleted", "embedded"):
         assert one[k] == two[k], k
+
+
+def _ipc(t: pa.Table) -> bytes:
+    """A table's bytes (Table.equals treats NaN as unequal to itself)."""
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, t.schema) as w:
+        w.write_table(t.combine_chunks())
+    return bytes(sink.getvalue().to_pybytes())
+
+
+def test_parquet_is_read_in_parts_that_add_up_to_the_whole(tmp_path: Path, model: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    import runtime.batch.read as read
+    from runtime.batch.read import plan_chunks, read_chunk_parts
+
+    dump = tmp_path / "dump.parquet"
+    write_dump(varied_rows(150, seed=9), dump)
+    monkeypatch.setattr(read, "PARQUET_BATCH", 32)           # several parts per row group
+    chunk = next(iter(plan_chunks(dump)))
+    parts = list(read_chunk_parts(chunk, DIM))
+    assert len(parts) == 5 and [p.table.num_rows for p in parts] == [32, 32, 32, 32, 22]
+    whole = read_chunk(chunk, DIM)
+    assert _ipc(pa.concat_tables([p.table for p in parts])) == _ipc(whole.table) and whole.rows == 150
+    ref = score_dump(dump, tmp_path / "a.jsonl", _cfg(model, workers=1), progress=False)
+    monkeypatch.setattr(read, "PARQUET_BATCH", 16_384)
+    assert score_dump(dump, tmp_path / "b.jsonl", _cfg(model, workers=1), progress=False)["valid"] == ref["valid"]
+    _same(_outputs(tmp_path / "a.jsonl"), _outputs(tmp_path / "b.jsonl"))
+
+
+def test_scope_groups_spill_at_once_when_the_expected_rows_will_not_fit() -> None:
+    from runtime.batch.partition import ScopeGroups
+
+    t = pa.table({"user_id": ["u1", "u2"] * 50, "agent_id": ["a"] * 100, "line": np.arange(1, 101),
+                  "x": np.zeros(100, np.float64)})
+    roomy = ScopeGroups(memory_bytes=t.nbytes * 100, expected_rows=1_000)      # 10x the table fits
+    tight = ScopeGroups(memory_bytes=t.nbytes * 100, expected_rows=1_000_000)  # 10,000x does not
+    unknown = ScopeGroups(memory_bytes=t.nbytes * 100)
+    try:
+        for g in (roomy, tight, unknown):
+            g.add(t)
+        assert (roomy.spilled, tight.spilled, unknown.spilled) == (False, True, False)
+        assert tight.spilled_rows == 100
+        got = {(u, a): r.column("line").to_pylist() for u, a, r in tight.groups()}
+        assert got == {("u1", "a"): list(range(1, 101, 2)), ("u2", "a"): list(range(2, 101, 2))}
+    finally:
+        for g in (roomy, tight, unknown):
+            g.close()

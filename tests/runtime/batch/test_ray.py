@@ -15,7 +15,7 @@ import pytest
 
 from runtime.batch import score_dump
 from runtime.store.dumps import write_dump
-from tests.runtime.batch.test_engines import BAD_JSONL, _cfg, _outputs, _quarantine, varied_rows
+from tests.runtime.batch.test_engines import BAD_JSONL, NOW, _cfg, _outputs, _quarantine, varied_rows
 from tests.runtime.test_cli import _tiny_model
 
 pytest.importorskip("ray")
@@ -75,4 +75,53 @@ def test_ray_against_an_existing_cluster_by_address(tmp_path: Path, model: Path)
         assert rep["valid"] == local["valid"] == 150 and rep["validated_columnwise"] == local["validated_columnwise"]
     finally:
         subprocess.run([str(ray_bin), "stop", "--force"], capture_output=True, env=env, timeout=120)
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_the_readme_cluster_example_runs_on_two_nodes_with_token_auth(tmp_path: Path, model: Path) -> None:
+    """The README's ```bash ray-cluster block, run as written on two nodes of this machine: only the
+    head's host name and port, the shared paths, and (for a small machine) the nodes' CPUs and temp
+    directory are substituted. The scores equal the local engine's."""
+    import re
+
+    block = re.search(r"```bash ray-cluster\n(.*?)```", (Path(__file__).resolve().parents[3] / "README.md").read_text(),
+                      re.S)
+    assert block is not None, "README lost its Ray cluster example"
+    shared = tmp_path / "shared"
+    (shared / "dumps").mkdir(parents=True)
+    rows = varied_rows(120, seed=5)
+    write_dump(rows, shared / "dumps" / "part-1.parquet")
+    local = score_dump(shared / "dumps" / "part-1.parquet", tmp_path / "local.jsonl", _cfg(model), progress=False)
+    temp = Path("/tmp") / f"ray-doc-{os.getpid()}"
+    port = str(_free_port())
+    script = (block.group(1).replace("head-node", "127.0.0.1").replace("6379", port).replace("/shared", str(shared))
+              .replace("<the token from step 1>", "$RAY_AUTH_TOKEN")
+              .replace("ray start --head", f"ray start --num-cpus 1 --temp-dir {temp} --include-dashboard=false "
+                                           "--disable-usage-stats --head")
+              .replace("ray start --address", "ray start --num-cpus 1 --disable-usage-stats --address")
+              .replace("memir score", f"memir score --model {model} --capacity 25 --encoder hash --now {NOW.isoformat()} "
+                                      "--quiet")
+              .replace("ray stop", "ray stop --force"))
+    assert script.count("ray start") == 2 and "RAY_AUTH_MODE=token" in script
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH")}
+    env.update(PATH=f"{Path(sys.executable).parent}:{env.get('PATH', '')}", RAY_USAGE_STATS_ENABLED="0",
+               HOME=str(tmp_path / "home"))  # no token file of this machine's user is picked up
+    try:
+        r = subprocess.run(["bash", "-euo", "pipefail", "-c", script], capture_output=True, text=True, env=env,
+                           timeout=600, cwd=tmp_path)
+        assert r.returncode == 0, (r.stdout[-2000:], r.stderr[-3000:])
+        got, quarantine = _ray_outputs(shared / "scored")
+        assert got == _outputs(tmp_path / "local.jsonl") and quarantine == []
+        assert json.loads((shared / "scored" / "summary.json").read_text())["valid"] == local["valid"] == 120
+    finally:
+        subprocess.run([str(Path(sys.executable).with_name("ray")), "stop", "--force"], capture_output=True, env=env,
+                       timeout=120)
         shutil.rmtree(temp, ignore_errors=True)

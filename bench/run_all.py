@@ -14,6 +14,7 @@ BENCHES = [
     ("batch scoring", ["bench/bench_batch.py"]),
     ("integrations", ["bench/bench_integrations.py"]),
     ("cold-tier formats", ["bench/bench_tiers.py"]),
+    ("peer stores", ["bench/bench_peers.py"]),
 ]
 
 

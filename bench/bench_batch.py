@@ -261,7 +261,8 @@ def _plot(res: dict[str, Any], path: Path) -> None:
             ("JSONL\nrecord path", res["jsonl"]["rows"]["records_per_s"])]
     if "ray" in res:
         big = res["ray"]["sizes"][-1]
-        bars.append((f"Parquet {big['n'] // 1000}k\nRay, 2 nodes", big["ray_rps"]))
+        size = f"{big['n'] / 1e6:g}M" if big["n"] >= 1_000_000 else f"{big['n'] // 1000}k"
+        bars.append((f"Parquet {size}\nRay, 2 nodes", big["ray_rps"]))
     fig, ax = plt.subplots(figsize=(8, 4))
     ax.bar([b[0] for b in bars], [b[1] for b in bars], color=["#2a6", "#999", "#2a6", "#999", "#36c"][:len(bars)])
     for k, (_, v) in enumerate(bars):

@@ -208,6 +208,8 @@ def _plot(res: dict[str, Any], path: Path) -> None:
                            (axes[1], "query_p50_ms", "query p50 (ms), inside the user"),
                            (axes[2], "recall_at_10_exact", "recall@10 vs exact cosine")):
         vals = [ok[n][key] for n in names]
+        if key != "recall_at_10_exact":
+            ax.set_yscale("log")  # the stores differ by orders of magnitude
         ax.bar(names, vals, color=["#2a6" if n == "memir" else "#999" for n in names])
         ax.set_title(label, fontsize=10)
         ax.tick_params(axis="x", rotation=35, labelsize=8)

@@ -300,6 +300,8 @@ def cmd_explain(a: argparse.Namespace) -> int:
             text = [f"memory {e.memory_id} ({u}/{ag}): {e.summary}"] + (
                 [f"  {h.at} {h.decision_id}: {_s(h.item.action)} — {_s(h.item.reason)}" for h in e.history]
                 if a.verbose else [f"  {len(e.history)} decision(s) about it (--verbose lists them)"])
+            text += [f"  {label}: {', '.join(ids)}" for label, ids in
+                     (("derived from", e.derived_from), ("led to", e.children)) if ids]
             _emit(a, e.model_dump(mode="json"), text)
             return 0
     raise CliError("unknown", f"no memory or decision {a.id!r} in {redact_url(a.db)}",

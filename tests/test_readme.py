@@ -118,3 +118,12 @@ def test_readme_summaries_example_runs(tmp_path: Path, monkeypatch: pytest.Monke
     assert _run_block("summaries", tmp_path, monkeypatch, capsys).splitlines() == [
         "The Orion offsite is on 12 June in Lisbon, budget 40k EUR. Dana Kim books the venue; the confirmation code "
         "is LX-2291.", "2 2", "summary:mon", "['summary']"]
+
+
+def test_readme_lineage_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                     capsys: pytest.CaptureFixture[str]) -> None:
+    lines = _run_block("lineage", tmp_path, monkeypatch, capsys).splitlines()
+    assert lines[0] == "['The user travels to Norway in May']"
+    assert lines[1] == "2 1"
+    assert lines[2] == "True True"
+    assert lines[3] == "True"

@@ -124,7 +124,8 @@ TOOLS: tuple[ToolSpec, ...] = (
         destructive=True),
     ToolSpec(
         "explain_memory",
-        "Why a memory is kept, archived or gone: its state and every retention decision about it.",
+        "Why a memory is kept, archived or gone: its state, every retention decision about it, what it "
+        "was derived from and what was derived from it.",
         _obj({"memory_id": {"type": "string"}}, ("memory_id",)),
         read_only=True),
     ToolSpec(
@@ -337,6 +338,9 @@ def _explained(ex: MemoryExplanation) -> dict[str, Any]:
     for key in ("supersedes", "superseded_by"):
         if getattr(ex, key) is not None:
             out[key] = getattr(ex, key)
+    for key in ("derived_from", "children"):  # causality both ways: what it came from, what it led to
+        if getattr(ex, key):
+            out[key] = list(getattr(ex, key))
     return out
 
 
@@ -399,7 +403,8 @@ def call_tool(scope: Scope, name: str, arguments: Mapping[str, Any] | str | None
     Returns:
         A small JSON-able dict: ``remember`` → ``id``, ``content`` (as stored, redacted),
         ``sensitivity``; ``recall`` → ``hits`` and ``context``; ``forget`` → ``deleted``,
-        ``redacted``; ``explain_memory`` → ``state``, ``summary``, ``decisions``; ``retain_now`` →
+        ``redacted``; ``explain_memory`` → ``state``, ``summary``, ``decisions`` (and ``derived_from``,
+        ``children`` when it has a lineage); ``retain_now`` →
         ``decision_id``, counts and ``summary``; ``list_memories`` → ``memories``.
 
     Raises:

@@ -190,6 +190,8 @@ class MemoryExplanation(_Model):
         summary: one human-readable line.
         history: every decision about it, oldest first.
         superseded_by / supersedes: the correction chain around it, if any.
+        derived_from: the memories it was derived from (its ``provenance.derived_from``).
+        children: the memories derived from it (``Scope.children``; ``Scope.descendants`` goes deeper).
     """
 
     memory_id: str
@@ -198,3 +200,5 @@ class MemoryExplanation(_Model):
     history: list[DecisionEntry] = Field(default_factory=list)
     supersedes: str | None = None
     superseded_by: str | None = None
+    derived_from: list[str] = Field(default_factory=list)
+    children: list[str] = Field(default_factory=list)

@@ -141,6 +141,15 @@ class ScopeReads(Protocol):
         """``working`` or ``archive`` (``None``: not in this scope)."""
         ...
 
+    def lineage(self, memory_ids: Sequence[str], depth: int | None = None) -> list[list[str]]:
+        """The scope's memories derived from ``memory_ids`` (through ``derived_from``), generation by
+        generation, up to ``depth`` generations (``None``: all); ids sorted within a generation."""
+        ...
+
+    def parents(self, memory_id: str) -> list[str]:
+        """The ids ``memory_id`` was derived from, in id order."""
+        ...
+
     def existing_ids(self, ids: Sequence[str]) -> set[str]:
         """The subset of ``ids`` that are memories of this scope."""
         ...

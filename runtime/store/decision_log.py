@@ -79,9 +79,11 @@ def from_rows(head: str, items: Sequence[tuple[str, str]]) -> RetentionDecision:
 
 
 def explanation(memory_id: str, tier: str | None, rows: Sequence[tuple[str, str]],
-                versions: Sequence[str]) -> MemoryExplanation | None:
+                versions: Sequence[str], *, derived_from: Sequence[str] = (),
+                children: Sequence[str] = ()) -> MemoryExplanation | None:
     """Why a memory is here (or was dropped), from its tier (``None``: not stored), the logged
-    ``(decision JSON, item JSON)`` rows about it in log order, and its version chain.
+    ``(decision JSON, item JSON)`` rows about it in log order, its version chain, and its lineage
+    (what it was derived from, and the memories derived from it).
     ``None`` when there is neither a memory nor a decision (the caller raises ``NotFoundError``)."""
     from ..retention.decision import DecisionEntry, ItemDecision, MemoryExplanation
 
@@ -108,8 +110,13 @@ def explanation(memory_id: str, tier: str | None, rows: Sequence[tuple[str, str]
         summary = f"{memory_id} is {state}; no retention decision has touched it yet"
     if superseded_by:
         summary += f"; superseded by {superseded_by}"
+    if derived_from:
+        summary += f"; derived from {', '.join(derived_from)}"
+    if children:
+        summary += f"; {len(children)} {'memory' if len(children) == 1 else 'memories'} derived from it"
     return MemoryExplanation(memory_id=memory_id, state=state, summary=summary, history=history,  # type: ignore[arg-type]
-                             supersedes=supersedes, superseded_by=superseded_by)
+                             supersedes=supersedes, superseded_by=superseded_by, derived_from=list(derived_from),
+                             children=list(children))
 
 
 # ---------------------------------------------------------------------------- reading the log (every backend)
@@ -125,6 +132,8 @@ class LogDialect(Protocol):
     def reading(self) -> AbstractContextManager[Any]: ...
     def tier_of(self, memory_id: str) -> str | None: ...
     def versions(self, memory_id: str) -> list[str]: ...
+    def lineage(self, memory_ids: Sequence[str], depth: int | None = None) -> list[list[str]]: ...
+    def parents(self, memory_id: str) -> list[str]: ...
 
 
 def get(tenant: LogDialect, decision_id: str) -> RetentionDecision:
@@ -164,7 +173,10 @@ def explain(tenant: LogDialect, memory_id: str) -> MemoryExplanation:
             f"SELECT d.payload, i.payload FROM decision_items i JOIN decisions d ON d.id = i.decision_rowid "
             f"WHERE {t} AND i.memory_id = {ph} ORDER BY d.id", [*tp, memory_id]).fetchall()
     tier = tenant.tier_of(memory_id)
-    out = explanation(memory_id, tier, rows, tenant.versions(memory_id) if tier is not None else [])
+    kids = tenant.lineage([memory_id], depth=1)
+    out = explanation(memory_id, tier, rows, tenant.versions(memory_id) if tier is not None else [],
+                      derived_from=tenant.parents(memory_id) if tier is not None else [],
+                      children=kids[0] if kids else [])
     if out is None:
         raise NotFoundError(f"no memory or decision about {memory_id!r} in scope user={tenant.user_id!r} "
                             f"agent={tenant.agent_id!r}")

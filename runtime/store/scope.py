@@ -276,6 +276,51 @@ class Scope:
             raise self._core.not_found(memory_id)
         return rec
 
+    def parents(self, memory_id: str) -> builtins.list[MemIR]:
+        """The memories ``memory_id`` was derived from (its ``derived_from``) that are still in this
+        scope, oldest first.
+
+        Raises:
+            NotFoundError: no memory ``memory_id`` in this scope.
+        """
+        tenant = self._core.tenant
+        if tenant.tier_of(check_id(memory_id)) is None:
+            raise self._core.not_found(memory_id)
+        return self._records(tenant.parents(memory_id))
+
+    def children(self, memory_id: str) -> builtins.list[MemIR]:
+        """The memories derived from ``memory_id`` (their ``derived_from`` names it), oldest first:
+        what it led to. Forgetting with ``cascade`` acts on these and their own descendants.
+
+        Raises:
+            NotFoundError: no memory ``memory_id`` in this scope, and none derived from it.
+        """
+        return self.descendants(memory_id, depth=1)
+
+    def descendants(self, memory_id: str, *, depth: int | None = None) -> builtins.list[MemIR]:
+        """Everything derived from ``memory_id``, directly or through other memories, generation by
+        generation (children, then grandchildren...; oldest first within one), up to ``depth``
+        generations (``None``: all). A memory derived along two paths appears once, at the nearer.
+
+        Raises:
+            NotFoundError: no memory ``memory_id`` in this scope, and none derived from it (a memory
+                forgotten since still lists what was derived from it and kept).
+            ValidationError: ``depth`` is not a positive integer.
+        """
+        if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int) or depth < 1):
+            raise ValidationError(f"depth must be a positive integer or None (all generations), got {depth!r}",
+                                  field="depth")
+        tenant = self._core.tenant
+        generations = tenant.lineage([check_id(memory_id)], depth)
+        if not generations and tenant.tier_of(memory_id) is None:
+            raise self._core.not_found(memory_id)
+        return [r for g in generations for r in self._records(g)]
+
+    def _records(self, ids: Iterable[str]) -> builtins.list[MemIR]:
+        """The records of ``ids`` still in this scope, oldest first (then by id)."""
+        recs = [r for r in (self._core.tenant.get(i) for i in ids) if r is not None]
+        return sorted(recs, key=lambda r: (r.event_time, r.id))
+
     def list(self, *, limit: int | None = None, now: datetime | None = None,
              **filters: Unpack[FilterFields]) -> builtins.list[MemIR]:
         """Records passing the typed filters (see :class:`~runtime.store.filters.MemoryFilter`), oldest first."""

@@ -12,7 +12,7 @@ import numpy as np
 from ...record.memir import MemIR
 from ..decision_log import LogReads
 from ..forget_plan import Cascade, ForgetPlan
-from . import decisions, forgetting
+from . import decisions, forgetting, lineage
 from .tenant import SqlTenant, retried
 
 if TYPE_CHECKING:
@@ -24,6 +24,14 @@ __all__ = ["SqlTenantBackend"]
 class SqlTenantBackend(SqlTenant, LogReads):
     """One scope's rows plus forgetting and retention decisions, written once for both engines (the log
     is read back by :class:`~runtime.store.decision_log.LogReads`)."""
+
+    def lineage(self, memory_ids: Sequence[str], depth: int | None = None) -> list[list[str]]:
+        """The scope's memories derived from ``memory_ids``, generation by generation (:func:`.lineage.generations`)."""
+        return lineage.generations(self, memory_ids, depth)
+
+    def parents(self, memory_id: str) -> list[str]:
+        """The ids ``memory_id`` was derived from (:func:`.lineage.parents`)."""
+        return lineage.parents(self, memory_id)
 
     def forget_plan(self, memory_ids: Sequence[str], cascade: Cascade) -> ForgetPlan:
         """What forgetting ``memory_ids`` under ``cascade`` would do (nothing written)."""

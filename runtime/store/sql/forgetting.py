@@ -18,6 +18,7 @@ import numpy as np
 
 from ..forget_plan import Cascade, ForgetPlan, decide, placeholder, placeholder_text
 from ..row_codec import body_json
+from . import lineage
 from .tenant import SqlTenant
 
 __all__ = ["descendants", "execute", "plan", "run", "tombstone_logs"]
@@ -25,19 +26,7 @@ __all__ = ["descendants", "execute", "plan", "run", "tombstone_logs"]
 
 def descendants(tenant: SqlTenant, memory_ids: Sequence[str]) -> list[str]:
     """Every memory of the scope derived (transitively) from ``memory_ids``, excluding them."""
-    t, tp = tenant.clause(check_only=True)
-    roots = set(memory_ids)
-    seen: list[str] = []
-    frontier = list(dict.fromkeys(memory_ids))
-    with tenant.reading() as conn:
-        while frontier:
-            among, ap = tenant.dialect.in_set("p.parent_id", frontier)
-            rows = conn.execute(
-                f"SELECT DISTINCT m.id FROM memory_parents p JOIN memories m ON m.rowid = p.mem_rowid "
-                f"WHERE {t} AND {among} ORDER BY m.id", tp + ap).fetchall()
-            frontier = [str(r[0]) for r in rows if r[0] not in seen and r[0] not in roots]
-            seen.extend(frontier)
-    return seen
+    return [i for generation in lineage.generations(tenant, memory_ids) for i in generation]
 
 
 def plan(tenant: SqlTenant, memory_ids: Sequence[str], cascade: Cascade) -> ForgetPlan:

@@ -127,3 +127,10 @@ def test_readme_lineage_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert lines[1] == "2 1"
     assert lines[2] == "True True"
     assert lines[3] == "True"
+
+
+def test_readme_extracted_candidates_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    assert _run_block("extracted", tmp_path, monkeypatch, capsys).splitlines() == [
+        "The user commutes on the 9:40 train | derived_inference agent travel-bot",
+        "The user dislikes crowded carriages | derived_inference agent travel-bot"]

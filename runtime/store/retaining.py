@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from ..record.memir import MemIR, utcnow
+from ..record.memir import utcnow
 from ..retention.decision import RetentionDecision
 from ..retention.inputs import decision_rows, with_steps
 from ..retention.plan import RetentionPlan
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 __all__ = ["auto_retain", "retain"]
 
 
-def retain(core: ScopeCore, *, candidates: Sequence[str | MemIR | dict[str, Any]] = (), now: datetime | None = None,
+def retain(core: ScopeCore, *, candidates: Sequence[Any] = (), now: datetime | None = None,
            dry_run: bool = False, trigger: str = "explicit", context: ScoringContext | None = None,
            **overrides: Any) -> RetentionDecision:
     """Decide and apply (see :meth:`runtime.store.scope.Scope.retain` for the arguments)."""
@@ -67,8 +67,14 @@ def auto_retain(core: ScopeCore, trigger: str, now: datetime) -> RetentionDecisi
     return retain(core, trigger=trigger, now=now, on_infeasible="overflow")
 
 
-def _candidate(core: ScopeCore, c: str | MemIR | dict[str, Any], i: int) -> Prepared:
+def _candidate(core: ScopeCore, c: Any, i: int) -> Prepared:
+    from ..annotate.extract import Candidate
+
     where = f"candidate {i}: "
+    if isinstance(c, Candidate):  # proposed by the model (extract_candidates): the agent derived it
+        fields = {"source_type": "derived_inference", "dialog_role": "agent", "source_entity": core.agent_id,
+                  **c.model_dump(exclude={"content"}, exclude_defaults=True)}
+        return prepare(core, c.content, None, fields, track=False, where=where)
     if not isinstance(c, dict):
         return prepare(core, c, None, {}, track=False, where=where)
     return prepare(core, c.get("content"), c.get("embedding"),

@@ -54,6 +54,7 @@ from .services import StoreServices
 if TYPE_CHECKING:
     from utilitynet.context import ScoringContext
 
+    from ..annotate.extract import Candidate
     from ..retention.decision import MemoryExplanation, RetentionDecision
     from ..retention.rules import RuleSet
     from ..scoring.role_weights import RoleWeigher
@@ -396,7 +397,7 @@ class Scope:
     # ------------------------------------------------------------------ retention
     def retain(self, capacity: int | CapacityFn | None = None, *, budget_tokens: int | None = None,
                scorer: Scorer | None = None, rules: RuleSet | str | Path | dict[str, Any] | None = None,
-               candidates: Sequence[str | MemIR | dict[str, Any]] = (), method: str | None = None,
+               candidates: Sequence[str | MemIR | dict[str, Any] | Candidate] = (), method: str | None = None,
                forgotten: Forgotten | None = None, on_infeasible: Literal["raise", "overflow"] | None = None,
                overflow_penalty: float | None = None, now: datetime | None = None, dry_run: bool = False,
                trigger: str = "explicit", context: ScoringContext | None = None) -> RetentionDecision:
@@ -408,7 +409,10 @@ class Scope:
             budget_tokens: max total tokens kept (≈ 4 characters per token).
             scorer: a ``Scorer`` (default: the policy's, else the shipped ONNX utility model).
             rules: a ``RuleSet``, YAML path/text or dict (default: the policy's, else the defaults).
-            candidates: unsaved items, written only if kept.
+            candidates: unsaved items, written only if kept: content, a ``MemIR``, a dict of write
+                fields, or a :class:`~runtime.annotate.extract.Candidate` from ``extract_candidates``
+                (stored as ``derived_inference`` by the agent — ``dialog_role="agent"``, its
+                ``source_entity`` the agent id — with the ``derived_from`` parents it names).
             method: ``auto`` | ``greedy`` | ``exact`` | ``cvxpy``.
             forgotten: ``archive`` (cold tier, recallable with ``tier="archive"``) or ``delete``.
             on_infeasible: ``raise`` (names the conflicting rules) or ``overflow``.

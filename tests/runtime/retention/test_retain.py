@@ -9,7 +9,7 @@ import pytest
 
 from runtime import MemoryStore
 from runtime.encoders import HashEmbedder
-from runtime.errors import InfeasibleError, ValidationError
+from runtime.errors import InfeasibleError, NotFoundError, ValidationError
 from runtime.record import utcnow
 from runtime.retention import RetentionPolicy, TaskCapacity, Triggers, approx_tokens
 from runtime.retention.rules import RuleSet, load_rules
@@ -290,3 +290,27 @@ def test_retain_survives_rows_another_client_deletes_mid_decision(make_store) ->
     survivors = {r.id for r in me.list(tier="any")}
     assert survivors == {r.id for r in recs} - set(victims)
     assert set(d.kept) | set(d.archived) == survivors
+
+
+def test_extracted_candidates_go_straight_into_retain_as_the_agents_inferences(scope) -> None:  # type: ignore[no-untyped-def]
+    """Seed 001 §5.3: what the model proposes (extract_candidates) is a retain candidate as it is,
+    written only if kept, as derived_inference spoken by the agent, with the parents it names."""
+    from runtime.annotate.extract import extract_candidates
+
+    turn = scope.write("I always take the 9:40 train to work")
+    out = (f'Noted. <mem tags="travel" derived_from="{turn.id}">The user commutes on the 9:40 train</mem> '
+           '<mem>The user mentioned a train once</mem>')
+    cands = extract_candidates(out)
+    d = scope.retain(capacity=2, candidates=cands,
+                     scorer=FakeScorer(lambda r: 0.1 if "mentioned" in r.content else 0.9))
+    kept = [r for r in scope.list(tier="any") if r.id != turn.id]
+    assert [r.content for r in kept] == ["The user commutes on the 9:40 train"]          # the other was not kept
+    rec = kept[0]
+    assert rec.provenance.type.value == "derived_inference" and rec.role_context.dialog_role.value == "agent"
+    assert rec.provenance.source_entity == scope.agent_id and rec.provenance.derived_from == [turn.id]
+    assert rec.metadata.tags == ["travel"] and rec.id in d.kept
+    assert [r.id for r in scope.children(turn.id)] == [rec.id]                            # causality both ways
+    with pytest.raises((ValidationError, NotFoundError), match="mem_nope"):               # parents must exist here
+        scope.retain(capacity=5, scorer=FakeScorer(default=0.5),
+                     candidates=extract_candidates('<mem derived_from="mem_nope">x</mem>'))
+    assert "x" not in {r.content for r in scope.list(tier="any")}

@@ -95,3 +95,20 @@ def test_explain_in_the_cli_and_the_tools_shows_the_lineage(store: MemoryStore, 
     assert f"derived from: {ids['a']}" in text and f"led to: {ids['d']}" in text
     assert main(["explain", target, ids["c"], "--user", "alice", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["children"] == [ids["d"]]
+
+
+def test_the_async_twins_answer_the_same(store: MemoryStore) -> None:
+    import asyncio
+
+    ids = _family(store)
+    me = store.scope(user_id="alice")
+
+    async def go() -> tuple[list[str], list[str], list[str]]:
+        kids, every, ups = await asyncio.gather(me.achildren(ids["root"]), me.adescendants(ids["root"], depth=2),
+                                                me.aparents(ids["d"]))
+        return [r.id for r in kids], [r.id for r in every], [r.id for r in ups]
+
+    kids, every, ups = asyncio.run(go())
+    assert kids == [r.id for r in me.children(ids["root"])]
+    assert every == [r.id for r in me.descendants(ids["root"], depth=2)]
+    assert ups == [r.id for r in me.parents(ids["d"])]

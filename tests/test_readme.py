@@ -134,3 +134,8 @@ def test_readme_extracted_candidates_example_runs(tmp_path: Path, monkeypatch: p
     assert _run_block("extracted", tmp_path, monkeypatch, capsys).splitlines() == [
         "The user commutes on the 9:40 train | derived_inference agent travel-bot",
         "The user dislikes crowded carriages | derived_inference agent travel-bot"]
+
+
+def test_readme_acting_as_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    assert _run_block("acting", tmp_path, monkeypatch, capsys) == "support billing T-7 calm True"

@@ -7,7 +7,18 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["LiveContext"]
+__all__ = ["ActingAs", "LiveContext"]
+
+
+@dataclass(frozen=True)
+class ActingAs:
+    """The agent's live role context (seed 000 §3.1, §4.4): the role and sub-role it acts in, the task
+    it works on and the tone it must adopt. Writes take them unless given; recalls re-rank by the role."""
+
+    active_role: str = "general"
+    sub_role: str | None = None
+    task_id: str | None = None
+    required_tone: str | None = None
 
 
 @dataclass
@@ -21,12 +32,14 @@ class LiveContext:
         working: memories in working memory as this process last saw them (``None``: read it from
             the store); kept current by writes and decisions, for the fill-watermark trigger.
         loaded: ``open_session`` was read from the store.
+        acting: the role the agent is acting in (``Scope.acting_as``), for its writes and recalls.
         lock: serialises a scope's writes within the process (session decisions are ordered).
     """
 
     goal: str | None = None
     goal_vector: np.ndarray | None = None
     stage: float | None = None
+    acting: ActingAs | None = None
     open_session: str | None = None
     working: int | None = None
     loaded: bool = False

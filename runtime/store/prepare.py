@@ -76,6 +76,12 @@ def prepare(core: ScopeCore, item: Any, embedding: Any, fields: dict[str, Any], 
         raise ValidationError(f"{where}cannot write a {type(item).__name__}; pass content text, a MemIR or "
                               "a dict", field="content")
     store, asm = core.store, core.store.assembler
+    acting = core.live().acting
+    if acting is not None:  # the role the agent acts in (Scope.acting_as): what the caller did not say
+        if acting.task_id is not None:
+            fields = {"task_id": acting.task_id, **fields}
+        if acting.required_tone is not None:
+            fields = {**fields, "attributes": {"required_tone": acting.required_tone, **(fields.get("attributes") or {})}}
     draft = store.builder.draft(item, fields, where=where)                      # 1. draft
     vec = vector_of(core, draft.text, embedding)                                # 2. vector
     decided: dict[str, Any] = {}
@@ -86,8 +92,13 @@ def prepare(core: ScopeCore, item: Any, embedding: Any, fields: dict[str, Any], 
         if sid is not None:
             decided["session_id"] = sid
     if asm.config.roles.rules or asm.config.roles.descriptions:                 # 4. annotate
-        role = asm.role_of(draft, "general", None, lambda: vec)
+        role = asm.role_of(draft, acting.active_role if acting else "general", acting.sub_role if acting else None,
+                           lambda: vec)
         decided.update(active_role=role.active_role, sub_role=role.sub_role)
+    elif acting is not None and "active_role" not in draft.fields:
+        decided["active_role"] = acting.active_role
+        if "sub_role" not in draft.fields:
+            decided["sub_role"] = acting.sub_role
     decided.update(asm.enrich(draft, lambda: vec, store.embedder))
     rec = store.builder.finish(draft, user_id=core.user_id, agent_id=core.agent_id, where=where,  # 5. build
                                **decided)

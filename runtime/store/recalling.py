@@ -63,6 +63,8 @@ def recall(core: ScopeCore, query: str | np.ndarray, k: int, *, context: RoleCon
             role_weights = weigher.relative(context_vector(q, recent))
             weights = replace(core.weights, role_weights=role_weights)
         q = mix_query(q, recent, w)
+    if context is None and (acting := core.live().acting) is not None:  # the role the agent acts in
+        context = RoleContext(active_role=acting.active_role, sub_role=acting.sub_role)
     pool = max(k, candidates or store.candidate_pool)                                                # 3
     res = tenant.search(flt, now, q, k=k, pool=pool, context=context, weights=weights, touch=update_usage)
     if update_usage and flt.tier != "working" and res.hits and store.config.promote_on_access:       # 4

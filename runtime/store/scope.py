@@ -149,6 +149,39 @@ class Scope:
             with live.lock:
                 live.goal, live.goal_vector, live.stage = before
 
+    @contextmanager
+    def acting_as(self, active_role: str = "general", sub_role: str | None = None, *, task_id: str | None = None,
+                  required_tone: str | None = None) -> Iterator[Scope]:
+        """``with scope.acting_as("support", "billing", required_tone="calm"):`` — the role the agent
+        acts in holds inside the block (seed 000 §3.1, §4.4).
+
+        Writes take the role and sub-role unless they name their own (with role rules or prototypes
+        configured, a memory that matches none keeps this role instead of ``general``), the
+        ``task_id``, and ``attributes["required_tone"]``: the tone the agent must adopt. Recalls
+        without a ``context`` re-rank by this role, as with ``context=RoleContext(...)``.
+
+        Raises:
+            ValidationError: a label that is not one (1–128 characters) or a bad task id.
+        """
+        from pydantic import ValidationError as PydanticValidationError
+
+        from ..record.memir import RoleContext
+        from .live import ActingAs
+
+        try:
+            RoleContext(active_role=active_role, sub_role=sub_role, tone=required_tone, task_id=task_id)
+        except PydanticValidationError as e:
+            raise ValidationError.from_pydantic(e, what="acting_as") from None
+        live = self._core.live()
+        with live.lock:
+            before = live.acting
+            live.acting = ActingAs(active_role, sub_role, task_id, required_tone)
+        try:
+            yield self
+        finally:
+            with live.lock:
+                live.acting = before
+
     # ------------------------------------------------------------------ write side
     def write(self, content: str | MemIR | Assembly, *, embedding: Any = None, **fields: Unpack[WriteFields]) -> MemIR:
         """Validate, redact, embed and store one memory; returns the stored record.

@@ -35,7 +35,7 @@ from ..encoders.embedder import Embedder, l2_normalize
 from ..errors import ValidationError
 from ..record.memir import Flag
 
-__all__ = ["DEFAULT_TONE_EXAMPLES", "EnrichConfig", "Enricher", "Enrichment", "EntityFn", "ToneFn", "ToneResult",
+__all__ = ["DEFAULT_NEUTRAL_TONES", "DEFAULT_REQUIRED_TONES", "DEFAULT_TONE_EXAMPLES", "EnrichConfig", "Enricher", "Enrichment", "EntityFn", "ToneFn", "ToneResult",
            "extract_entities", "intent_of"]
 
 
@@ -100,6 +100,20 @@ DEFAULT_TONE_EXAMPLES: Mapping[str, tuple[str, ...]] = MappingProxyType({
 })
 
 
+# The tone the agent must adopt (seed 000 §4.4, determine_required_tone), from the user's emotion; a
+# neutral message by its intent. Labels outside these maps leave the required tone unset.
+DEFAULT_REQUIRED_TONES: Mapping[str, str] = MappingProxyType({
+    "frustrated": "empathetic",   # acknowledge the problem, apologise, act
+    "anxious": "reassuring",      # calm, concrete next step, say when
+    "satisfied": "warm",
+})
+DEFAULT_NEUTRAL_TONES: Mapping[str, str] = MappingProxyType({
+    "question": "informative",    # a direct, precise answer
+    "request": "helpful",         # confirm and do it
+    "statement": "neutral",
+})
+
+
 def _problem_if(p: list[tuple[str, str]], bad: bool, name: str, msg: str) -> None:
     if bad:
         p.append((name, msg))
@@ -129,6 +143,9 @@ class EnrichConfig:
         evidence_weight: in (0, 1]: how much one independent agreeing source counts (see
             :func:`corroborated_confidence`).
         max_confidence: the cap corroboration raises confidence to.
+        required_tones: ``{tone label: the tone the agent must adopt}``, stored as
+            ``attributes["required_tone"]`` with ``tone`` on (unless the write or ``acting_as`` gives one).
+        neutral_tones: the same for ``neutral_label``, by intent (``question``/``request``/``statement``).
     """
 
     tone: bool = False
@@ -146,6 +163,8 @@ class EnrichConfig:
     claim_similarity: float = 0.5
     evidence_weight: float = 0.5
     max_confidence: float = 0.99
+    required_tones: Mapping[str, str] = field(default_factory=lambda: DEFAULT_REQUIRED_TONES)
+    neutral_tones: Mapping[str, str] = field(default_factory=lambda: DEFAULT_NEUTRAL_TONES)
 
     def __post_init__(self) -> None:
         p: list[tuple[str, str]] = []
@@ -179,8 +198,15 @@ class EnrichConfig:
             v = getattr(self, name)
             _problem_if(p, isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi, name,
                         f"must be an integer in [{lo}, {hi}], got {v!r}")
+        for name in ("required_tones", "neutral_tones"):
+            m = getattr(self, name)
+            _problem_if(p, not isinstance(m, Mapping) or not all(
+                isinstance(k, str) and isinstance(v, str) and 0 < len(v.strip()) <= 128 for k, v in m.items()),
+                name, "give {label: tone}, each tone 1–128 characters")
         if p:
             raise ValidationError.from_problems("EnrichConfig", p)
+        for name in ("required_tones", "neutral_tones"):
+            object.__setattr__(self, name, MappingProxyType(dict(getattr(self, name))))
         object.__setattr__(self, "tone_examples",
                            MappingProxyType({k: tuple(v) for k, v in self.tone_examples.items()}))
         object.__setattr__(self, "urgent_tones", tuple(self.urgent_tones))
@@ -289,10 +315,12 @@ class Enrichment:
     tone: ToneResult | None = None
     intent: str | None = None
     tags: tuple[str, ...] = ()
+    required_tone: str | None = None
 
     def fields(self, given: Mapping[str, Any]) -> dict[str, Any]:
         """The write fields to add to a draft's ``given`` fields: ``tone`` unless given, tags and
-        flags appended, ``intent`` in the attributes (a caller's own ``intent`` attribute wins)."""
+        flags appended, ``intent`` and ``required_tone`` (from the classified emotion) in the
+        attributes (a caller's own attribute wins)."""
         out: dict[str, Any] = {}
         if self.tone is not None and not given.get("tone"):
             out["tone"] = self.tone.label
@@ -303,9 +331,12 @@ class Enrichment:
         if self.tags:
             tags = list(given.get("tags") or [])
             out["tags"] = tags + [t for t in self.tags if t not in tags]
-        if self.intent is not None:
+        if self.intent is not None or self.required_tone is not None:
             attrs = dict(given.get("attributes") or {})
-            attrs.setdefault("intent", self.intent)
+            if self.intent is not None:
+                attrs.setdefault("intent", self.intent)
+            if self.required_tone is not None:
+                attrs.setdefault("required_tone", self.required_tone)
             out["attributes"] = attrs
         return out
 
@@ -371,4 +402,13 @@ class Enricher:
             tone = self.tone(text, embed() if cfg.tone_fn is None else None, embedder)
             intent = intent_of(text)
         tags = tuple(self.entities(text)) if cfg.entities else ()
-        return Enrichment(tone, intent, tags)
+        return Enrichment(tone, intent, tags, self.required_tone(tone, intent))
+
+    def required_tone(self, tone: ToneResult | None, intent: str | None) -> str | None:
+        """The tone the agent must adopt toward this message: by the user's tone, and for a neutral
+        one by its intent (``None`` when tone is off or the label is in neither map)."""
+        if tone is None:
+            return None
+        if tone.label == self.config.neutral_label:
+            return self.config.neutral_tones.get(intent or "statement")
+        return self.config.required_tones.get(tone.label)

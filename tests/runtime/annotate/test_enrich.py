@@ -243,10 +243,11 @@ def test_assembler_fills_tone_intent_entities_and_urgency() -> None:
     asm = ContextAssembler(cfg)
     rec = asm.assemble("Can you check order #8812 for me", AgentContext(user_id="u1"), tags=["support"])
     assert rec.role_context.tone == "anxious" and Flag.urgent in rec.metadata.flags
-    assert rec.metadata.tags == ["support", "order:8812"] and rec.metadata.attributes == {"intent": "request"}
+    assert rec.metadata.tags == ["support", "order:8812"]
+    assert rec.metadata.attributes == {"intent": "request", "required_tone": "reassuring"}  # anxious -> reassuring
     # a declared tone (call or context) wins; a caller's own intent attribute is kept
     rec = asm.assemble("order 8812", AgentContext(user_id="u1", tone="patient"), attributes={"intent": "x"})
-    assert rec.role_context.tone == "patient" and rec.metadata.attributes == {"intent": "x"}
+    assert rec.role_context.tone == "patient" and rec.metadata.attributes == {"intent": "x", "required_tone": "reassuring"}
 
 
 def test_hook_output_is_redacted_like_caller_fields() -> None:
@@ -284,3 +285,21 @@ def test_everything_is_off_by_default() -> None:
     asm = ContextAssembler(embedder=HashEmbedder(dim=32))
     rec = asm.assemble("I'm so angry, order #8812 is late again", AgentContext(user_id="u1"))
     assert rec.role_context.tone is None and rec.metadata.tags == [] and rec.metadata.attributes == {}
+
+
+def test_required_tone_follows_the_users_emotion_and_a_neutral_messages_intent() -> None:
+    from runtime.annotate.enrich import Enricher
+
+    enr = Enricher(EnrichConfig(tone=True))
+    tone = {label: ToneResult(label) for label in ("frustrated", "anxious", "satisfied", "neutral", "patient")}
+    assert enr.required_tone(tone["frustrated"], "statement") == "empathetic"
+    assert enr.required_tone(tone["anxious"], "request") == "reassuring"
+    assert enr.required_tone(tone["satisfied"], "statement") == "warm"
+    assert [enr.required_tone(tone["neutral"], i) for i in ("question", "request", "statement", None)] == [
+        "informative", "helpful", "neutral", "neutral"]
+    assert enr.required_tone(tone["patient"], "question") is None and enr.required_tone(None, "question") is None
+    custom = Enricher(EnrichConfig(tone=True, required_tones={"frustrated": "calm and brief"}))
+    assert custom.required_tone(tone["frustrated"], None) == "calm and brief"
+    assert custom.required_tone(tone["satisfied"], None) is None
+    with pytest.raises(ValidationError, match="required_tones"):
+        EnrichConfig(required_tones={"frustrated": ""})

@@ -41,7 +41,12 @@ def test_tone_intent_urgency_and_entity_tags_are_stored(st: MemoryStore) -> None
     assert [r.id for r in me.list(tags=["order:8812"])] == [rec.id]  # the tag table has them too
     urgent = me.write("Our payment system is down and the shop opens in ten minutes.")
     assert urgent.role_context.tone == "anxious" and Flag.urgent in urgent.metadata.flags
+    # the tone the agent must adopt, inferred from the user's emotion (and kept in the store)
+    assert got.metadata.attributes["required_tone"] == "empathetic"
+    assert me.get(urgent.id).metadata.attributes["required_tone"] == "reassuring"
     assert me.write("I feel calm", tone="patient").role_context.tone == "patient"  # a declared tone wins
+    with me.acting_as("support", required_tone="formal"):  # the agent's own choice wins over the inference
+        assert me.write("This is unacceptable, I want my money back").metadata.attributes["required_tone"] == "formal"
 
 
 def test_independent_sources_agree_then_a_third_contradicts(st: MemoryStore) -> None:
@@ -113,7 +118,7 @@ def test_corroboration_never_looks_at_another_user(st: MemoryStore) -> None:
     b2 = bob.write("Budget for project Orion is 55k EUR", source_type="external_ingest", source_entity="wiki")
     assert b2.metadata.related == [b1.id] and ids(b2.metadata.attributes["contradicts"]) == {b1.id}
     got = alice.get(a.id)
-    assert got.metadata.related == [] and set(got.metadata.attributes) == {"intent"}
+    assert got.metadata.related == [] and set(got.metadata.attributes) == {"intent", "required_tone"}
     assert got.model_dump() == a.model_dump() | {"usage": got.usage.model_dump()}
 
 

@@ -24,6 +24,7 @@ scope. ``engine="rows"`` is the record-at-a-time reference path (:mod:`runtime.b
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -200,11 +201,14 @@ def _give_back_memory() -> None:
     free lists (Arrow's and the C library's) while the decisions run beside it."""
     import pyarrow as pa
     pa.default_memory_pool().release_unused()
-    if _LIBC is not None:
-        _LIBC.malloc_trim(0)
+    libc = _libc()
+    if libc is not None:
+        libc.malloc_trim(0)
 
 
+@functools.cache
 def _libc() -> Any:
+    """The C library, loaded at the first use (not at import), if it is glibc (``malloc_trim``)."""
     import ctypes
     import ctypes.util
     try:
@@ -212,9 +216,6 @@ def _libc() -> Any:
         return libc if hasattr(libc, "malloc_trim") else None  # glibc only
     except OSError:
         return None
-
-
-_LIBC = _libc()
 
 
 def _decisions(blocks: Iterator[list[tuple[str, str, Any]]], decider: Any, cfg: ScoreConfig, now: Any,

@@ -163,24 +163,11 @@ class Scope:
         Raises:
             ValidationError: a label that is not one (1–128 characters) or a bad task id.
         """
-        from pydantic import ValidationError as PydanticValidationError
-
-        from ..record.memir import RoleContext
+        from .acting import acting_as
         from .live import ActingAs
 
-        try:
-            RoleContext(active_role=active_role, sub_role=sub_role, tone=required_tone, task_id=task_id)
-        except PydanticValidationError as e:
-            raise ValidationError.from_pydantic(e, what="acting_as") from None
-        live = self._core.live()
-        with live.lock:
-            before = live.acting
-            live.acting = ActingAs(active_role, sub_role, task_id, required_tone)
-        try:
+        with acting_as(self._core, ActingAs(active_role, sub_role, task_id, required_tone)):
             yield self
-        finally:
-            with live.lock:
-                live.acting = before
 
     # ------------------------------------------------------------------ write side
     def write(self, content: str | MemIR | Assembly, *, embedding: Any = None, **fields: Unpack[WriteFields]) -> MemIR:
@@ -312,15 +299,13 @@ class Scope:
 
     def parents(self, memory_id: str) -> builtins.list[MemIR]:
         """The memories ``memory_id`` was derived from (its ``derived_from``) that are still in this
-        scope, oldest first.
+        scope, oldest first (:mod:`runtime.store.lineage`).
 
         Raises:
             NotFoundError: no memory ``memory_id`` in this scope.
         """
-        tenant = self._core.tenant
-        if tenant.tier_of(check_id(memory_id)) is None:
-            raise self._core.not_found(memory_id)
-        return self._records(tenant.parents(memory_id))
+        from . import lineage
+        return lineage.parents(self._core, memory_id)
 
     def children(self, memory_id: str) -> builtins.list[MemIR]:
         """The memories derived from ``memory_id`` (their ``derived_from`` names it), oldest first:
@@ -341,19 +326,8 @@ class Scope:
                 forgotten since still lists what was derived from it and kept).
             ValidationError: ``depth`` is not a positive integer.
         """
-        if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int) or depth < 1):
-            raise ValidationError(f"depth must be a positive integer or None (all generations), got {depth!r}",
-                                  field="depth")
-        tenant = self._core.tenant
-        generations = tenant.lineage([check_id(memory_id)], depth)
-        if not generations and tenant.tier_of(memory_id) is None:
-            raise self._core.not_found(memory_id)
-        return [r for g in generations for r in self._records(g)]
-
-    def _records(self, ids: Iterable[str]) -> builtins.list[MemIR]:
-        """The records of ``ids`` still in this scope, oldest first (then by id)."""
-        recs = [r for r in (self._core.tenant.get(i) for i in ids) if r is not None]
-        return sorted(recs, key=lambda r: (r.event_time, r.id))
+        from . import lineage
+        return lineage.descendants(self._core, memory_id, depth)
 
     def list(self, *, limit: int | None = None, now: datetime | None = None,
              **filters: Unpack[FilterFields]) -> builtins.list[MemIR]:

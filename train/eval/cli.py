@@ -103,8 +103,9 @@ def _parser() -> argparse.ArgumentParser:
                         description="Example: python -m train.eval lme-cv longmemeval-s-dev.json.gz --out cv.json")
     cv.add_argument("file")
     cv.add_argument("--folds", type=int, default=5)
-    cv.add_argument("--capacities", nargs="+", type=float, default=list(LME_CAPACITIES),
-                    help="budgets as a share of each stream's turns (default 0.05 0.1 0.2)")
+    cv.add_argument("--capacities", nargs="*", type=float, default=list(LME_CAPACITIES),
+                    help="budgets as a share of each stream's turns (default 0.05 0.1 0.2; none with "
+                         "--budgets: token budgets only)")
     cv.add_argument("--budgets", nargs="*", type=float, default=[],
                     help="also budgets as a share of each stream's tokens (e.g. 0.05 0.1 0.2)")
     cv.add_argument("--baselines", nargs="*", default=["recency", "longest", "longest_user", "memoryos",
@@ -288,6 +289,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(lme_table(summary))
         elif args.cmd == "lme-cv":
             from .lme_cv import run_cv
+            if not args.capacities and not args.budgets:
+                raise SystemExit("lme-cv: nothing to evaluate; give --capacities and/or --budgets")
             variants = _variants(args.variant)
             payload: dict[str, Any] = run_cv(
                 args.file, folds=args.folds, capacities=args.capacities, budgets=args.budgets,

@@ -24,6 +24,7 @@ _EXPORTS = {
     # the store
     "MemoryStore": ".store", "StoreConfig": ".store", "Scope": ".store", "Version": ".store",
     "ForgetReport": ".store", "Hit": ".store", "ScoreBreakdown": ".store", "format_context": ".store",
+    "FreshnessConfig": ".store", "NEVER": ".store",
     # records
     "MemIR": ".record", "Provenance": ".record", "RoleContext": ".record", "Metadata": ".record",
     "Usage": ".record", "SourceType": ".record", "DialogRole": ".record", "Sensitivity": ".record",
@@ -69,7 +70,18 @@ if TYPE_CHECKING:
         load_rules,
     )
     from .scoring import FakeScorer, Scorer, ScoringContext, UtilityScorer
-    from .store import ForgetReport, Hit, MemoryStore, Scope, ScoreBreakdown, StoreConfig, Version, format_context
+    from .store import (
+        NEVER,
+        ForgetReport,
+        FreshnessConfig,
+        Hit,
+        MemoryStore,
+        Scope,
+        ScoreBreakdown,
+        StoreConfig,
+        Version,
+        format_context,
+    )
 
 
 __getattr__, __dir__ = lazy_names(__name__, _EXPORTS, globals())
@@ -77,10 +89,10 @@ __getattr__, __dir__ = lazy_names(__name__, _EXPORTS, globals())
 
 __all__ = [
     "AgentContext", "AssemblerConfig", "ContextAssembler", "DEFAULT_RULES", "DialogRole", "FakeScorer", "Flag",
-    "ForgetReport", "Hit", "MemIR", "MemirError", "MemoryExplanation", "MemoryStore", "Metadata", "Provenance",
+    "ForgetReport", "FreshnessConfig", "Hit", "MemIR", "MemirError", "MemoryExplanation", "MemoryStore", "Metadata", "Provenance",
     "RecordConfig", "RetentionDecision", "RetentionPolicy", "RoleConfig", "RoleContext", "RuleSet", "Scope",
     "ScoreBreakdown", "Scorer", "ScoringContext", "Sensitivity", "SessionConfig", "SourceType", "StoreConfig",
     "SummaryPolicy", "TaskCapacity", "Triggers", "Usage", "UtilityScorer", "Version", "WriteFields", "extract_candidates",
-    "format_context", "load_rules",
+    "NEVER", "format_context", "load_rules",
 ]
 __version__ = "0.2.0"

@@ -28,7 +28,7 @@ from utilitynet.session import session_codes
 
 from ..record.memir import MemIR
 from ..retention.plan import ItemTable
-from ..retention.rules import RuleView
+from ..retention.rules import RuleView, referenced_at
 
 __all__ = ["KEY_COLUMNS", "empty_table", "item_table", "score_schema", "table_from_records", "vectors"]
 
@@ -131,6 +131,6 @@ def item_table(t: pa.Table) -> ItemTable:
     view = RuleView(ids=ids, content=content, flags=flags, source=src, dialog_role=role, sensitivity=sens,
                     expires_at=expires, confidence=conf, active_role=t.column("active_role").to_pylist(),
                     sub_role=t.column("sub_role").to_pylist(), tags=t.column("tags").to_pylist(),
-                    attributes=attributes)
+                    attributes=attributes, referenced_at=referenced_at(created, columns.last_accessed_at))
     lengths = np.asarray(pc.utf8_length(t.column("content")).to_numpy(), dtype=np.int64)
     return ItemTable(ids=ids, columns=columns, view=view, content_lengths=lengths)

@@ -43,7 +43,9 @@ class WriteFields(TypedDict, total=False):
 
     Metadata:
         confidence: in [0, 1]; default per source type (0.95 for what a user says).
-        freshness_half_life: value halves every this long; None = does not decay.
+        freshness_half_life: recall weight halves every this long; None = the store's default for
+            the source type and dialog role (``StoreConfig.freshness``); ``runtime.store.NEVER``
+            = never decays.
         expires_at: TTL; the memory must be forgotten after this.
         tags, related: labels and related memory ids.
         sensitivity: declared level; the record gets max(declared, found by redaction).

@@ -181,7 +181,8 @@ class Metadata(_Model):
 
     confidence: float = Field(default=1.0, ge=0.0, le=1.0)
     freshness_half_life: timedelta | None = Field(
-        default=None, description="Value halves every this long; None = does not decay.")
+        default=None, description="Recall weight halves every this long; None = the store's default for the "
+                                  "source type and dialog role (a MemIR on its own does not decay).")
     expires_at: UTCDateTime | None = Field(default=None, description="TTL: must be forgotten after this.")
     tags: list[Label] = Field(default_factory=list)
     related: list[Id] = Field(default_factory=list)

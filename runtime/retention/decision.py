@@ -31,7 +31,8 @@ class _Model(BaseModel):
 
 
 class Bonus(_Model):
-    """A rule bonus added to an item's model utility."""
+    """A rule's adjustment of an item's model utility: a bonus rule's ``add``, or what a decay rule
+    took (negative)."""
 
     rule: str
     add: float
@@ -45,9 +46,9 @@ class ItemDecision(_Model):
         kept: whether the solver kept it.
         reason: the solver's reason code (:class:`~runtime.retention.Reason`).
         action: what applying the decision did (or, in a dry run, would do) to it.
-        utility: the utility the solver used (model utility + bonuses).
+        utility: the utility the solver used (model utility + bonuses, decay rules' shares negative).
         model_utility: the scorer's utility alone.
-        bonuses: rule bonuses, by rule.
+        bonuses: rule adjustments, by rule (bonuses; decays as negative amounts).
         rule: the hard rule that forced it (must-keep or must-forget), if any.
         cause: the related item behind the reason (implying item, exclusion partner...), if any.
         candidate: an unsaved candidate (written only if kept).

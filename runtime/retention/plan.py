@@ -89,7 +89,8 @@ class ItemColumns:
     Attributes:
         kept: bool. action: the planned action per item (``keep``/``write``/``archive``/``delete``/``skip``).
         reason: the :class:`~runtime.retention.Reason` value per item.
-        utility: model utility + rule bonuses (what the solver used). model_utility: the scorer's.
+        utility: model utility (decayed by decay rules) + rule bonuses (what the solver used).
+            model_utility: the scorer's.
     """
 
     kept: np.ndarray
@@ -203,7 +204,7 @@ class RetentionPlan:
             view = RuleView.from_records(recs)
             ids, lengths = tuple(view.ids), np.array([len(c) for c in view.content], dtype=np.int64)
         compiled = self.rules.compile(view, ctx.now)
-        utility = model_u + np.asarray(compiled.bonus, dtype=np.float64)
+        utility = compiled.utility(model_u)
         cap = self.policy.capacity
         k: int | None
         if callable(cap):
@@ -277,7 +278,7 @@ class RetentionPlan:
             items[rid] = ItemDecision(
                 memory_id=rid, kept=bool(cols.kept[i]), reason=expl.reason(i), action=action,
                 utility=float(cols.utility[i]), model_utility=float(cols.model_utility[i]),
-                bonuses=[Bonus(rule=nm, add=float(a)) for nm, a in plan.compiled.bonus_reasons[i]],
+                bonuses=[Bonus(rule=nm, add=float(a)) for nm, a in plan.compiled.adjustments(i, cols.model_utility[i])],
                 rule=plan.compiled.must_keep.get(i) or plan.compiled.must_forget.get(i),
                 cause=info["cause"], candidate=bool(plan.candidate[i]))
         total_ms = (time.perf_counter() - started) * 1000 if started is not None else result.solve_ms

@@ -27,6 +27,14 @@ Example YAML::
       - {name: few tool results, when: {dialog_roles: [tool]}, max: 5}
     bonuses:
       - {name: urgent, when: {flags: [urgent]}, add: 0.2}
+    decays:
+      - {name: unreferenced for a day, when: {}, unreferenced_hours: 24, half_life_hours: 24}
+
+A decay rule is seed 001 §2.1's "information unreferenced for 24 hours loses retention priority":
+an item it matches whose last reference (its last recall, ``usage.last_accessed_at``, or its write
+when never recalled) is more than ``unreferenced_hours`` before the decision keeps
+``max(floor, 0.5 ** ((idle - unreferenced_hours) / half_life_hours))`` of its model utility. The
+decision shows what it took as a negative bonus under the rule's name.
 """
 
 from __future__ import annotations
@@ -48,7 +56,7 @@ from ..errors import ValidationError
 from ..record.memir import DialogRole, Flag, Label, MemIR, Sensitivity, SourceType
 from .solver import Quota
 
-__all__ = ["Match", "RuleSet", "RuleView", "CompiledRules", "DEFAULT_RULES", "ForgetAction", "load_rules"]
+__all__ = ["Match", "RuleSet", "RuleView", "CompiledRules", "DEFAULT_RULES", "DecayRule", "ForgetAction", "load_rules"]
 
 ForgetAction = Literal["delete", "archive"]
 
@@ -167,6 +175,8 @@ class RuleView:
         active_role, sub_role, tags: per item (``sub_role`` may be None).
         attributes: per item ``metadata.attributes`` (a mapping or None), or None = all empty.
         derived_from: per item ``provenance.derived_from`` (ids), or None = none derived.
+        referenced_at: per item the POSIX seconds of its last reference (last recall, else its
+            write), or None = unknown (decay rules then decay nothing).
     """
 
     ids: Sequence[str]
@@ -182,6 +192,7 @@ class RuleView:
     tags: Sequence[Sequence[str]]
     attributes: Sequence[Mapping[str, Any] | None] | None = None
     derived_from: Sequence[Sequence[str]] | None = None
+    referenced_at: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -196,7 +207,8 @@ class RuleView:
             sub_role=self.sub_role[start:stop], tags=self.tags[start:stop],
             attributes=None if self.attributes is None else (self.attributes[start:stop] if any(
                 self.attributes[start:stop]) else None),
-            derived_from=None if self.derived_from is None else self.derived_from[start:stop])
+            derived_from=None if self.derived_from is None else self.derived_from[start:stop],
+            referenced_at=None if self.referenced_at is None else self.referenced_at[start:stop])
 
     def attribute(self, i: int, key: str) -> Any:
         """``metadata.attributes.get(key)`` of item ``i``."""
@@ -220,7 +232,17 @@ class RuleView:
             confidence=np.array([m.confidence for m in md], dtype=np.float64),
             active_role=[c.active_role for c in rc], sub_role=[c.sub_role for c in rc],
             tags=[m.tags for m in md], attributes=attrs if any(attrs) else None,
-            derived_from=derived if any(derived) else None)
+            derived_from=derived if any(derived) else None,
+            referenced_at=referenced_at(timestamps([r.created_at for r in records]),
+                                        timestamps([r.usage.last_accessed_at for r in records])))
+
+
+def referenced_at(created: np.ndarray, last_accessed: np.ndarray) -> np.ndarray:
+    """The last reference of each item in POSIX seconds: its last recall, or its write when it was
+    never recalled (NaN ``last_accessed``)."""
+    c = np.asarray(created, dtype=np.float64)
+    a = np.asarray(last_accessed, dtype=np.float64)
+    return np.where(np.isnan(a), c, np.fmax(a, c))
 
 
 class ItemRule(_Strict):
@@ -294,6 +316,30 @@ class BonusRule(_Strict):
     add: float = 0.0
 
 
+class DecayRule(_Strict):
+    """Retention priority decays for items nobody referenced for ``unreferenced_hours`` (see the
+    module docstring): beyond it the model utility is multiplied by
+    ``max(floor, 0.5 ** ((idle - unreferenced_hours) / half_life_hours))``; ``half_life_hours``
+    defaults to ``unreferenced_hours``. Several matching decay rules multiply."""
+
+    name: str
+    when: Match = Field(default_factory=Match)
+    unreferenced_hours: float = Field(gt=0)
+    half_life_hours: float | None = Field(default=None, gt=0)
+    floor: float = Field(default=0.0, ge=0, le=1)
+
+    def factors(self, v: RuleView, now: datetime) -> np.ndarray:
+        """The multiplier per item (1 where the rule does not apply)."""
+        out = np.ones(len(v), dtype=np.float64)
+        if v.referenced_at is None or not len(v):
+            return out
+        idle_h = (ts(now) - np.asarray(v.referenced_at, dtype=np.float64)) / 3600.0
+        over = self.when.mask(v, now) & np.isfinite(idle_h) & (idle_h > self.unreferenced_hours)
+        h = self.half_life_hours or self.unreferenced_hours
+        out[over] = np.maximum(self.floor, 0.5 ** ((idle_h[over] - self.unreferenced_hours) / h))
+        return out
+
+
 class RuleSet(_Strict):
     """Every rule kind, each a list of named rules."""
 
@@ -303,13 +349,15 @@ class RuleSet(_Strict):
     excludes: list[ExcludesRule] = Field(default_factory=list)
     quotas: list[QuotaRule] = Field(default_factory=list)
     bonuses: list[BonusRule] = Field(default_factory=list)
+    decays: list[DecayRule] = Field(default_factory=list)
 
     def compile(self, records: Sequence[MemIR] | RuleView, now: datetime) -> "CompiledRules":
         """Evaluate the rules on ``records`` (MemIR records or a :class:`RuleView`; indices refer to
         positions in it)."""
         v = records if isinstance(records, RuleView) else RuleView.from_records(records)
         n = len(v)
-        c = CompiledRules(bonus=[0.0] * n, bonus_reasons=[[] for _ in range(n)])
+        c = CompiledRules(bonus=[0.0] * n, bonus_reasons=[[] for _ in range(n)], decay=np.ones(n, dtype=np.float64),
+                          decay_reasons=[[] for _ in range(n)])
         for rule in self.must_forget:  # forget first: on overlap a must-forget wins the name slot
             for i in np.flatnonzero(rule.when.mask(v, now)).tolist():
                 if i not in c.must_forget:
@@ -368,6 +416,11 @@ class RuleSet(_Strict):
             for i in np.flatnonzero(bonus.when.mask(v, now)).tolist():
                 c.bonus[i] += bonus.add
                 c.bonus_reasons[i].append((bonus.name, bonus.add))
+        for dr in self.decays:
+            f = dr.factors(v, now)
+            for i in np.flatnonzero(f < 1.0).tolist():
+                c.decay[i] *= f[i]
+                c.decay_reasons[i].append((dr.name, float(f[i])))
         return c
 
 
@@ -412,6 +465,8 @@ class CompiledRules(BaseModel):
         implies, excludes: ``(a, b, name)`` pairs.
         quotas: :class:`~runtime.retention.Quota` groups.
         bonus: utility added per item; bonus_reasons: ``(rule name, amount)`` per item.
+        decay: the factor each item's model utility is multiplied by (decay rules; 1 = none);
+            decay_reasons: ``(rule name, factor)`` per item.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -424,6 +479,22 @@ class CompiledRules(BaseModel):
     quotas: list[Quota] = Field(default_factory=list)
     bonus: list[float] = Field(default_factory=list)
     bonus_reasons: list[list[tuple[str, float]]] = Field(default_factory=list)
+    decay: np.ndarray = Field(default_factory=lambda: np.ones(0, dtype=np.float64))
+    decay_reasons: list[list[tuple[str, float]]] = Field(default_factory=list)
+
+    def utility(self, model_utility: np.ndarray) -> np.ndarray:
+        """What the solver maximises: the model utility, decayed, plus the bonuses."""
+        u = np.asarray(model_utility, dtype=np.float64)
+        d = self.decay if len(self.decay) == len(u) else 1.0
+        return u * d + np.asarray(self.bonus, dtype=np.float64)
+
+    def adjustments(self, i: int, model_utility: float) -> list[tuple[str, float]]:
+        """``(rule, amount added)`` for item ``i``: each decay rule's share (negative), then the bonuses."""
+        out, u = [], float(model_utility)
+        for name, f in (self.decay_reasons[i] if i < len(self.decay_reasons) else ()):
+            out.append((name, u * (f - 1.0)))
+            u *= f
+        return out + list(self.bonus_reasons[i])
 
 
 DEFAULT_RULES = RuleSet(

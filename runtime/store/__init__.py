@@ -11,6 +11,7 @@ from ..lazy import lazy_names
 
 _EXPORTS = {
     "MemoryFilter": ".filters",
+    **dict.fromkeys(("FreshnessConfig", "NEVER"), ".freshness"),
     **dict.fromkeys(("Hit", "RankWeights", "ScoreBreakdown", "format_context"), ".ranking"),
     "RefreshReport": ".refresh",
     **dict.fromkeys(("ForgetReport", "Scope", "Version"), ".scope"),
@@ -20,6 +21,7 @@ _EXPORTS = {
 
 if TYPE_CHECKING:
     from .filters import MemoryFilter
+    from .freshness import NEVER, FreshnessConfig
     from .ranking import Hit, RankWeights, ScoreBreakdown, format_context
     from .refresh import RefreshReport
     from .scope import ForgetReport, Scope, Version
@@ -28,5 +30,5 @@ if TYPE_CHECKING:
 
 __getattr__, __dir__ = lazy_names(__name__, _EXPORTS, globals())
 
-__all__ = ["ForgetReport", "Hit", "MemoriesAt", "MemoryAt", "MemoryFilter", "MemoryStore", "RankWeights",
+__all__ = ["NEVER", "ForgetReport", "FreshnessConfig", "Hit", "MemoriesAt", "MemoryAt", "MemoryFilter", "MemoryStore", "RankWeights",
            "RefreshReport", "Scope", "ScoreBreakdown", "StoreConfig", "Version", "format_context"]

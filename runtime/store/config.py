@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from ..annotate.assembler import AssemblerConfig
 from ..errors import ValidationError
 from ..retention.policy import RetentionPolicy
+from .freshness import FreshnessConfig
 from .tiers import COLD_FORMATS
 
 __all__ = ["StoreConfig"]
@@ -54,6 +55,10 @@ class StoreConfig:
             back to the working tier, vector back at float32, by a logged decision (trigger
             ``access:recall``). Superseded versions and memories past their TTL are never promoted.
             Default on.
+        freshness: how fast memories that declare no ``freshness_half_life`` lose recall weight:
+            a half-life per source type and dialog role (:class:`~runtime.store.freshness.FreshnessConfig`;
+            default 180 days for what users say, 90 for documents, 30 for the agent's inferences, 7
+            for system feedback and tool output). ``None``: only declared half-lives decay.
     """
 
     busy_timeout_ms: int = 5_000
@@ -72,6 +77,7 @@ class StoreConfig:
     hnsw_m: int = 16
     hnsw_ef_construction: int = 64
     hnsw_ef_search: int | None = None
+    freshness: FreshnessConfig | None = field(default_factory=FreshnessConfig)
 
     def __post_init__(self) -> None:
         problems = []
@@ -110,5 +116,7 @@ class StoreConfig:
             problems.append(("annotate", "must be an AssemblerConfig"))
         if not isinstance(self.policy, RetentionPolicy):
             problems.append(("policy", "must be a RetentionPolicy"))
+        if self.freshness is not None and not isinstance(self.freshness, FreshnessConfig):
+            problems.append(("freshness", "must be a FreshnessConfig or None (only declared half-lives decay)"))
         if problems:
             raise ValidationError.from_problems("StoreConfig", problems)

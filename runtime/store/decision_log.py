@@ -106,6 +106,8 @@ def explanation(memory_id: str, tier: str | None, rows: Sequence[tuple[str, str]
         summary = (f"{memory_id} is {state}; last decision {last.decision_id} at {last.at.isoformat()} "
                    f"({last.trigger}): {'kept' if last.item.kept else 'dropped'} ({last.item.reason.value}, "
                    f"{last.item.action})")
+        if last.item.bonuses:
+            summary += "; utility adjusted by " + ", ".join(f"{b.rule} {b.add:+.3g}" for b in last.item.bonuses)
     else:
         summary = f"{memory_id} is {state}; no retention decision has touched it yet"
     if superseded_by:

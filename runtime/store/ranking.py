@@ -4,7 +4,9 @@ score = max(similarity, 0) × confidence × freshness_decay(age) × role_match
 
 - similarity: cosine between the query and the memory (unit vectors);
 - confidence: ``metadata.confidence`` (source authority);
-- freshness: ``0.5 ** (age / freshness_half_life)``, 1 when the memory does not decay;
+- freshness: ``0.5 ** (age / half-life)``: the memory's own ``freshness_half_life``, or when it
+  declares none the store's default for its source type and dialog role
+  (:class:`~runtime.store.freshness.FreshnessConfig`); 1 when it does not decay;
 - role_match: ``1 + full_bonus`` when active role *and* sub-role match the caller's current role,
   ``1 + partial_bonus`` when only the active role matches, 1 otherwise. With dynamic role weights
   (``RankWeights.role_weights``, from :class:`runtime.scoring.role_weights.RoleWeigher`): a memory of
@@ -15,10 +17,11 @@ score = max(similarity, 0) × confidence × freshness_decay(age) × role_match
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 
 from ..record.memir import MemIR, RoleContext, utcnow
+from .freshness import FreshnessConfig, never_decays
 
 __all__ = ["RankWeights", "ScoreBreakdown", "Hit", "SearchResult", "score", "format_context"]
 
@@ -32,11 +35,14 @@ class RankWeights:
         partial_role_bonus: bonus when only the active role matches.
         role_weights: dynamic role weights ``{sub_role: w / max(w)}`` of this recall's context
             (``None``: static role match only). Set by ``Scope.recall(dynamic_roles=True)``.
+        freshness: the default half-lives of memories that declare none (a scope starts with
+            ``StoreConfig.freshness``); ``None``: only declared half-lives decay.
     """
 
     full_role_bonus: float = 0.25
     partial_role_bonus: float = 0.10
     role_weights: Mapping[str, float] | None = None
+    freshness: FreshnessConfig | None = field(default_factory=FreshnessConfig)
 
 
 @dataclass(frozen=True)
@@ -81,8 +87,9 @@ class SearchResult:
 def _decay(half_life_s: float | None, event_ts: float, now_ts: float) -> float:
     # Epoch seconds on both sides (the store's columns hold exactly these floats), so the record
     # path and the column path of recall compute bit-identical scores.
-    if half_life_s is None:
+    if never_decays(half_life_s):
         return 1.0
+    assert half_life_s is not None
     return float(0.5 ** (max(now_ts - event_ts, 0.0) / half_life_s))
 
 
@@ -96,8 +103,11 @@ def _role(active_role: str, sub_role: str | None, current: RoleContext | None, w
 
 def score(similarity: float, confidence: float, half_life_s: float | None, event_ts: float,
           active_role: str, sub_role: str | None, now_ts: float, current: RoleContext | None,
-          w: RankWeights) -> ScoreBreakdown:
-    """One candidate's score from plain values (what recall reads from the store's columns)."""
+          w: RankWeights, source_type: str | None = None, dialog_role: str | None = None) -> ScoreBreakdown:
+    """One candidate's score from plain values (what recall reads from the store's columns).
+    ``source_type`` and ``dialog_role`` pick the default half-life when ``half_life_s`` is None."""
+    if half_life_s is None and w.freshness is not None and source_type is not None and dialog_role is not None:
+        half_life_s = w.freshness.seconds(source_type, dialog_role)
     fresh = _decay(half_life_s, event_ts, now_ts)
     rm = _role(active_role, sub_role, current, w)
     rw = None

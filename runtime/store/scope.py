@@ -85,7 +85,7 @@ class Scope:
     """Reads and writes for one ``(user_id, agent_id)``. Get one from ``MemoryStore.scope``."""
 
     def __init__(self, store: StoreServices, tenant: TenantBackend, policy: RetentionPolicy) -> None:
-        self._core = ScopeCore(store, tenant, policy)
+        self._core = ScopeCore(store, tenant, policy, RankWeights(freshness=store.config.freshness))
         self.user_id = tenant.user_id
         self.agent_id = tenant.agent_id
 

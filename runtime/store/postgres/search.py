@@ -31,7 +31,8 @@ from .tenant import PgTenant
 
 __all__ = ["search"]
 
-_COLS = f"m.rowid, m.id, m.confidence, m.half_life_s, m.event_time, m.active_role, m.sub_role, {READ_COLS}"
+_COLS = (f"m.rowid, m.id, m.confidence, m.half_life_s, m.event_time, m.active_role, m.sub_role, m.source_type, "
+         f"m.dialog_role, {READ_COLS}")
 
 
 def search(tenant: PgTenant, flt: MemoryFilter, now: datetime, q: np.ndarray, *, k: int, pool: int,
@@ -63,13 +64,13 @@ def _search(tenant: PgTenant, flt: MemoryFilter, now: datetime, q: np.ndarray, *
         scored = []
         for raw_rank, r in enumerate(rows):
             sim = -float(r[-1])  # <#> is the negative inner product; vectors are unit, so this is the cosine
-            _, _, conf, hl, ev, role, sub = r[:7]
-            scored.append((score(sim, conf, hl, ev, role, sub, now_ts, context, weights), ev, raw_rank, r))
+            _, _, conf, hl, ev, role, sub, src, drole = r[:9]
+            scored.append((score(sim, conf, hl, ev, role, sub, now_ts, context, weights, src, drole), ev, raw_rank, r))
         scored.sort(key=lambda x: (-x[0].total, -x[0].similarity, -x[1]))  # ties: higher cosine, then newer
         top = scored[:k]
         if touch:
             tenant.touch([int(r[0]) for _, _, _, r in top], now)
-    hits = [Hit(row_to_record(*r[7:12]), sb, raw_rank) for sb, _, raw_rank, r in top]
+    hits = [Hit(row_to_record(*r[9:14]), sb, raw_rank) for sb, _, raw_rank, r in top]
     raw = [(str(r[1]), -float(r[-1])) for r in rows]
     return SearchResult(hits, [int(r[0]) for _, _, _, r in top], raw)
 

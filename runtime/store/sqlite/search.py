@@ -78,13 +78,14 @@ def _candidates(tenant: SqliteTenant, flt: MemoryFilter, now: datetime, q: np.nd
 
 def _verify(tenant: SqliteTenant, flt: MemoryFilter, now: datetime, rowids: np.ndarray) -> dict[int, tuple[Any, ...]]:
     """The candidates that really pass the tenant clause and the filter, with the columns re-ranking
-    reads: rowid -> (id, confidence, half_life_s, event_time, active_role, sub_role)."""
+    reads: rowid -> (id, confidence, half_life_s, event_time, active_role, sub_role, source_type, dialog_role)."""
     where, params = flt.where(now)
     t, tp = tenant.clause(check_only=True)
     marks = ",".join("?" * len(rowids))
     with tenant.db.read() as conn:
         rows = conn.execute(
-            f"SELECT m.rowid, m.id, m.confidence, m.half_life_s, m.event_time, m.active_role, m.sub_role "
+            f"SELECT m.rowid, m.id, m.confidence, m.half_life_s, m.event_time, m.active_role, m.sub_role, "
+            f"m.source_type, m.dialog_role "
             f"FROM memories m NOT INDEXED WHERE {t} AND {where} AND m.rowid IN ({marks})",  # rowid lookups
             tp + params + rowids.tolist()).fetchall()
     return {r[0]: r[1:] for r in rows}
@@ -96,8 +97,8 @@ def _rank(tenant: SqliteTenant, rowids: np.ndarray, sims: np.ndarray, rows: dict
     now_ts = now.timestamp()
     scored = []
     for raw_rank, (rid, sim) in enumerate(zip(rowids.tolist(), sims.tolist())):
-        _, conf, hl, ev, role, sub = rows[rid]
-        scored.append((score(sim, conf, hl, ev, role, sub, now_ts, context, weights), ev, raw_rank, rid))
+        _, conf, hl, ev, role, sub, src, drole = rows[rid]
+        scored.append((score(sim, conf, hl, ev, role, sub, now_ts, context, weights, src, drole), ev, raw_rank, rid))
     scored.sort(key=lambda x: (-x[0].total, -x[0].similarity, -x[1]))  # ties: higher cosine, then newer
     top = scored[:k]
     t, tp = tenant.clause(check_only=True)

@@ -74,11 +74,11 @@ def test_freshness_half_life_reorders(store: MemoryStore, rng: np.random.Generat
     old = now - timedelta(days=3)
     me = store.scope(user_id="alice")
     me.write("A", embedding=a, timestamp=old, freshness_half_life=timedelta(days=1))  # × 0.125
-    me.write("B", embedding=b, timestamp=old)                                          # no decay
+    me.write("B", embedding=b, timestamp=old)                    # the default: 180 days for what users say
     hits = me.recall(q, k=2, now=now)
     assert order(hits) == ["B", "A"]
     assert hits[1].score.freshness == pytest.approx(0.125, rel=1e-12)
-    assert hits[0].score.freshness == 1.0
+    assert hits[0].score.freshness == pytest.approx(0.5 ** (3 / 180), rel=1e-12)
     # one half-life earlier it is 0.5: 0.9 * 0.5 = 0.45 still loses; at age 0 it wins
     assert order(me.recall(q, k=2, now=old)) == ["A", "B"]
 
@@ -125,7 +125,8 @@ def test_breakdown_multiplies_to_total_and_matches_the_record_path(store: Memory
         hl = r.metadata.freshness_half_life
         sb = score(float(np.float32(vecs[int(r.content[1:])] @ q)), r.metadata.confidence,
                    None if hl is None else hl.total_seconds(), r.event_time.timestamp(), r.role_context.active_role,
-                   r.role_context.sub_role, now.timestamp(), ctx, me.weights)
+                   r.role_context.sub_role, now.timestamp(), ctx, me.weights, r.provenance.type.value,
+                   r.role_context.dialog_role.value)
         full.append((-sb.total, -sb.similarity, -r.event_time.timestamp(), r.id, sb.total))
     ref = sorted(full)[:10]
     assert [x[3] for x in ref] == [h.record.id for h in hits]

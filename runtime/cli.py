@@ -500,6 +500,45 @@ def cmd_refresh(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_ab(a: argparse.Namespace) -> int:
+    for flag, v, lo, hi, eg in (("--min-effect", a.min_effect, 0, 1, "0.05"), ("--alpha", a.alpha, 0, 0.5, "0.05"),
+                                ("--power", a.power, 0.5, 1, "0.8")):
+        if v is not None and not lo < v < hi:
+            raise CliError("usage", f"{flag} must be in ({lo:g}, {hi:g}), got {v:g}", f"e.g. {flag} {eg}")
+    if a.boot < 100:
+        raise CliError("usage", f"--boot must be at least 100 resamples, got {a.boot}", "e.g. --boot 2000 (default)")
+    with _store(a) as store:
+        name = a.experiment
+        if name is None:
+            known = store.admin_experiments()
+            if len(known) != 1:
+                raise CliError("usage", "no outcome recorded yet" if not known else
+                               f"{len(known)} experiments have outcomes: {', '.join(known)}",
+                               "record outcomes with scope.feedback(...)" if not known else
+                               f"name one, e.g. --experiment {known[0]}")
+            name = known[0]
+        r = store.admin_experiment_report(name, metric=a.metric, control=a.control, min_effect=a.min_effect,
+                                          alpha=a.alpha, power=a.power, n_boot=a.boot, seed=a.seed)
+
+    def num(x: float | None, fmt: str = ".3f") -> str:
+        return "n/a" if x is None else format(x, fmt)
+
+    lines = [f"experiment {r.experiment}: metric {r.metric}, control {r.control}, {r.n_boot} bootstrap resamples"]
+    width = max(len(x.name) for x in r.arms)
+    for x in r.arms:
+        lines.append(f"  {x.name:<{width}}  {x.users:>7,} users  {x.events:>9,} events  mean {num(x.mean)}  "
+                     f"({1 - r.alpha:.0%} CI {num(x.ci_low)} – {num(x.ci_high)})")
+    for c in r.comparisons:
+        mark = "differs" if c.significant else "no difference"
+        lines.append(f"  {c.arm} − {c.control}: {num(c.difference, '+.3f')} ({1 - c.alpha:.1%} CI "
+                     f"[{num(c.ci_low, '+.3f')}, {num(c.ci_high, '+.3f')}]) {mark}")
+    lines.append(f"  needed: {r.needed_per_arm:,} users per arm to detect ±{r.min_effect:g} (false positives "
+                 f"{r.alpha:g}, power {r.power:g}): " + ("reached" if r.enough_data else "not yet"))
+    lines.append(f"verdict: {r.verdict}")
+    _emit(a, r.model_dump(mode="json"), lines)
+    return 0
+
+
 # ---------------------------------------------------------------------------------------------- parser
 
 def build_parser() -> argparse.ArgumentParser:
@@ -537,6 +576,29 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--on-infeasible", default=None, choices=["raise", "overflow"],
                         help="when the rules cannot all hold: raise (exit 7) or overflow the capacity "
                              "(default: raise for retain, overflow for score)")
+
+    sp = add("ab", cmd_ab, "report an online A/B experiment: per-arm metrics, bootstrap intervals, the size "
+                           "needed and a verdict (from the outcomes scopes recorded with scope.feedback)",
+             "memir ab report agent.sqlite --experiment typed-vs-untyped")
+    ab_sub = sp.add_subparsers(dest="ab_cmd", required=True, metavar="ACTION", help="report: compare the arms")
+    sp = ab_sub.add_parser("report", help="compare an experiment's arms", parents=[common],
+                           description="compare an experiment's arms on its recorded outcomes (aggregates only: "
+                                       "arms, never users)\n\nexample:\n  memir ab report agent.sqlite "
+                                       "--experiment typed-vs-untyped --metric resolution",
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+    sp.set_defaults(fn=cmd_ab)
+    db(sp)
+    sp.add_argument("--experiment", default=None, help="its name (default: the only one with outcomes)")
+    sp.add_argument("--metric", default=None, choices=["resolution", "satisfaction", "usefulness"],
+                    help="what to compare (default: the experiment's declared metric, else resolution)")
+    sp.add_argument("--control", default=None, help="the arm the others are compared with (default: the first "
+                                                    "declared arm, else the first by name)")
+    sp.add_argument("--min-effect", type=float, default=None, help="smallest difference worth detecting, absolute "
+                                                                   "(default 0.05 or as declared)")
+    sp.add_argument("--alpha", type=float, default=None, help="false-positive rate (default 0.05 or as declared)")
+    sp.add_argument("--power", type=float, default=None, help="power at --min-effect (default 0.8 or as declared)")
+    sp.add_argument("--boot", type=int, default=2000, help="bootstrap resamples (default 2000)")
+    sp.add_argument("--seed", type=int, default=0, help="the resampling seed (default 0: reports are reproducible)")
 
     sp = add("inspect", cmd_inspect, "counts by type/role/user, fill and the last decisions",
              "memir inspect agent.sqlite --capacity 200")

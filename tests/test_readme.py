@@ -146,3 +146,17 @@ def test_readme_freshness_example_runs(tmp_path: Path, monkeypatch: pytest.Monke
     assert _run_block("freshness", tmp_path, monkeypatch, capsys).splitlines() == [
         "Rotate the API keys every 30 days. [1.0, 0.79]", "unreferenced a day 0.15 0.5"]
 
+
+def test_readme_experiments_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    from runtime.cli import main
+
+    lines = _run_block("ab", tmp_path, monkeypatch, capsys).splitlines()
+    assert lines[0] == "{'typed-vs-untyped': 'typed'}"
+    assert lines[1].endswith(" True") and lines[2] == "untyped is worse than typed on resolution"
+    bash = re.search(r"```bash ab\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
+    assert bash is not None
+    args = bash.group(1).split("#")[0].split()
+    assert args[:3] == ["memir", "ab", "report"]
+    assert main(args[1:]) == 0
+    assert "untyped − typed" in capsys.readouterr().out

@@ -26,6 +26,7 @@ from .forget_plan import Cascade, ForgetPlan
 from .ranking import RankWeights, SearchResult
 
 if TYPE_CHECKING:
+    from ..experiments.events import Feedback
     from ..retention.decision import MemoryExplanation, RetentionDecision
 
 __all__ = ["LoggedDecision", "ScopeCopy", "ScopeLogs", "ScopeLogsAndDecisions", "ScopeReads", "ScopeRow", "ScopeWrites",
@@ -241,6 +242,14 @@ class ScopeLogsAndDecisions(Protocol):
         """The scope's latest explained recalls, newest first."""
         ...
 
+    def record_feedback(self, fb: Feedback) -> None:
+        """Append an outcome event (``Scope.feedback``) to the scope's log."""
+        ...
+
+    def feedback(self, limit: int) -> list[Feedback]:
+        """The scope's latest outcome events, newest first."""
+        ...
+
 
 class ScopeCopy(Protocol):
     """Copying a scope between stores (``memir migrate``): rows and logs exactly as stored."""
@@ -285,6 +294,10 @@ class StoreBackend(Protocol):
     def compact_vectors(self) -> int:
         """Re-encode every vector whose format does not match its tier (after ``cold_vectors``
         changed, or an upgrade); returns how many were rewritten."""
+        ...
+    def experiments(self) -> list[str]: ...
+    def outcome_counts(self, experiment: str) -> list[tuple[str, str, str, int, float]]:
+        """``(user_id, arm, kind, events, sum of values)`` of one experiment's outcome events."""
         ...
     def forget_user(self, user_id: str, wait_s: float = 30.0) -> int: ...
     def scrub(self, wait_s: float = 30.0) -> None: ...

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from ..annotate.assembler import AssemblerConfig
 from ..errors import ValidationError
+from ..experiments.design import Experiment, check_experiments
 from ..retention.policy import RetentionPolicy
 from .freshness import FreshnessConfig
 from .tiers import COLD_FORMATS
@@ -59,6 +60,9 @@ class StoreConfig:
             a half-life per source type and dialog role (:class:`~runtime.store.freshness.FreshnessConfig`;
             default 180 days for what users say, 90 for documents, 30 for the agent's inferences, 7
             for system feedback and tool output). ``None``: only declared half-lives decay.
+        experiments: online A/B experiments (:class:`~runtime.experiments.Experiment`): each user is
+            put in one arm of each, deterministically, and their scopes recall and retain with the
+            arm's settings; ``Scope.feedback`` records outcomes, ``memir ab report`` compares arms.
     """
 
     busy_timeout_ms: int = 5_000
@@ -78,6 +82,7 @@ class StoreConfig:
     hnsw_ef_construction: int = 64
     hnsw_ef_search: int | None = None
     freshness: FreshnessConfig | None = field(default_factory=FreshnessConfig)
+    experiments: tuple[Experiment, ...] = ()
 
     def __post_init__(self) -> None:
         problems = []
@@ -116,6 +121,11 @@ class StoreConfig:
             problems.append(("annotate", "must be an AssemblerConfig"))
         if not isinstance(self.policy, RetentionPolicy):
             problems.append(("policy", "must be a RetentionPolicy"))
+        if not isinstance(self.experiments, (list, tuple)):
+            problems.append(("experiments", "must be a sequence of Experiment(...)"))
+        else:
+            problems += check_experiments(self.experiments)
+            object.__setattr__(self, "experiments", tuple(self.experiments))
         if self.freshness is not None and not isinstance(self.freshness, FreshnessConfig):
             problems.append(("freshness", "must be a FreshnessConfig or None (only declared half-lives decay)"))
         if problems:

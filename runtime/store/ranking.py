@@ -37,12 +37,15 @@ class RankWeights:
             (``None``: static role match only). Set by ``Scope.recall(dynamic_roles=True)``.
         freshness: the default half-lives of memories that declare none (a scope starts with
             ``StoreConfig.freshness``); ``None``: only declared half-lives decay.
+        rerank: False = untyped retrieval: hits in cosine order, every other factor 1 (the
+            baseline arm of an experiment comparing typed retrieval against plain semantic search).
     """
 
     full_role_bonus: float = 0.25
     partial_role_bonus: float = 0.10
     role_weights: Mapping[str, float] | None = None
     freshness: FreshnessConfig | None = field(default_factory=FreshnessConfig)
+    rerank: bool = True
 
 
 @dataclass(frozen=True)
@@ -106,6 +109,8 @@ def score(similarity: float, confidence: float, half_life_s: float | None, event
           w: RankWeights, source_type: str | None = None, dialog_role: str | None = None) -> ScoreBreakdown:
     """One candidate's score from plain values (what recall reads from the store's columns).
     ``source_type`` and ``dialog_role`` pick the default half-life when ``half_life_s`` is None."""
+    if not w.rerank:
+        return ScoreBreakdown(similarity, 1.0, 1.0, 1.0, max(similarity, 0.0))
     if half_life_s is None and w.freshness is not None and source_type is not None and dialog_role is not None:
         half_life_s = w.freshness.seconds(source_type, dialog_role)
     fresh = _decay(half_life_s, event_ts, now_ts)

@@ -43,6 +43,10 @@ def recall(core: ScopeCore, query: str | np.ndarray, k: int, *, context: RoleCon
     flt = build_filter(**filters)
     now = now or utcnow()
     store, tenant = core.store, core.tenant
+    arm = core.recall_defaults  # an experiment arm's settings, where the call passes none
+    session_mix = arm.get("session_mix") if session_mix is None else session_mix
+    dynamic_roles = arm.get("dynamic_roles") if dynamic_roles is None else dynamic_roles
+    candidates = arm.get("candidates") if candidates is None else candidates
     w = check_weight(store.config.recall_session_mix if session_mix is None else session_mix,
                      "session_mix", upper=1.0)
     if isinstance(query, str):                                                                       # 2
@@ -56,6 +60,8 @@ def recall(core: ScopeCore, query: str | np.ndarray, k: int, *, context: RoleCon
     if not isinstance(dyn, bool):
         raise ValidationError("dynamic_roles must be a bool", field="dynamic_roles")
     weights, role_weights = core.weights, None
+    if arm.get("rerank") is False:
+        weights = replace(weights, rerank=False)
     if dyn or w > 0.0:
         recent = recent_context(tenant.recent_vectors(core.policy.recent_window))
         if dyn:

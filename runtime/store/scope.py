@@ -41,7 +41,7 @@ from ..errors import ValidationError
 from ..record.fields import WriteFields
 from ..record.memir import MemIR, RoleContext, utcnow
 from ..retention.policy import CapacityFn, Forgotten, RetentionPolicy
-from . import dumps, forgetting, tagging
+from . import dumps, forgetting, outcomes, tagging
 from .aio import AsyncRunner, async_twin, encode_query, encode_write_text, read_items
 from .backend import TenantBackend
 from .filters import FilterFields, build_filter
@@ -55,6 +55,7 @@ if TYPE_CHECKING:
     from utilitynet.context import ScoringContext
 
     from ..annotate.extract import Candidate
+    from ..experiments.events import Feedback
     from ..retention.decision import MemoryExplanation, RetentionDecision
     from ..retention.rules import RuleSet
     from ..scoring.role_weights import RoleWeigher
@@ -85,7 +86,9 @@ class Scope:
     """Reads and writes for one ``(user_id, agent_id)``. Get one from ``MemoryStore.scope``."""
 
     def __init__(self, store: StoreServices, tenant: TenantBackend, policy: RetentionPolicy) -> None:
-        self._core = ScopeCore(store, tenant, policy, RankWeights(freshness=store.config.freshness))
+        arms, policy, recall_defaults = outcomes.arm_settings(store.config.experiments, tenant.user_id, policy)
+        self._core = ScopeCore(store, tenant, policy, RankWeights(freshness=store.config.freshness), arms=arms,
+                               recall_defaults=recall_defaults)
         self.user_id = tenant.user_id
         self.agent_id = tenant.agent_id
 
@@ -381,6 +384,37 @@ class Scope:
         """The scope's most recent ``explain=True`` recalls, newest first."""
         return self._core.tenant.recall_log(check_limit(limit, allow_none=False))
 
+    # ------------------------------------------------------------------ experiments and outcomes
+    @property
+    def arms(self) -> dict[str, str]:
+        """Experiment → this user's arm (``StoreConfig.experiments``; deterministic and sticky)."""
+        return dict(self._core.arms)
+
+    def feedback(self, kind: str, value: float | bool | None = None, *, memory_id: str | None = None,
+                 task_id: str | None = None, session_id: str | None = None, now: datetime | None = None) -> Feedback:
+        """Record one business outcome for the store's experiments (:mod:`runtime.store.outcomes`).
+
+        Args:
+            kind: ``resolved`` (``value`` True/False, default True), ``satisfaction`` (``value`` in
+                [0, 1]), ``useful`` or ``wrong`` (a recalled memory helped or misled: ``memory_id``).
+            memory_id: the memory a ``useful``/``wrong`` event is about (a memory of this scope).
+            task_id, session_id: what the outcome belongs to (optional).
+            now: when it happened (default: now, UTC).
+
+        Returns:
+            The stored :class:`~runtime.experiments.Feedback`, with this user's arms.
+
+        Raises:
+            ValidationError: a bad kind, value or id (the field is named).
+            NotFoundError: ``memory_id`` is not in this scope.
+        """
+        return outcomes.record(self._core, kind, value, memory_id=memory_id, task_id=task_id, session_id=session_id,
+                               now=now, arms=self._core.arms)
+
+    def feedback_log(self, limit: int = 100) -> builtins.list[Feedback]:
+        """The scope's latest outcome events, newest first."""
+        return self._core.tenant.feedback(check_limit(limit, allow_none=False))
+
     # ------------------------------------------------------------------ forgetting
     def forget(self, memory_id: str, *, cascade: Literal["redact", "delete"] = "redact", reason: str = "forgotten",
                scrub: bool = True, include_versions: bool = True) -> ForgetReport:
@@ -508,6 +542,7 @@ class Scope:
     awrite_many = async_twin(write_many, _aio, before=read_items)
     aupdate = async_twin(update, _aio, before=encode_write_text(1), note="; concurrent calls share encoder calls")
     arecall = async_twin(recall, _aio, before=encode_query, note="; concurrent recalls share encoder calls")
+    afeedback = async_twin(feedback, _aio)
     aget = async_twin(get, _aio)
     alist = async_twin(list, _aio)
     ahistory = async_twin(history, _aio)

@@ -42,6 +42,8 @@ class ScopeCore:
         policy: the scope's retention policy (replaceable).
         weights: the recall re-ranking weights (replaceable).
         role_weigher: the dynamic role-weight model (``None``: the shipped one).
+        arms: experiment → the user's arm (``StoreConfig.experiments``).
+        recall_defaults: recall settings the arms set (used where a recall passes none).
     """
 
     store: StoreServices
@@ -49,6 +51,8 @@ class ScopeCore:
     policy: RetentionPolicy
     weights: RankWeights = field(default_factory=RankWeights)
     role_weigher: RoleWeigher | None = None
+    arms: dict[str, str] = field(default_factory=dict)
+    recall_defaults: dict[str, Any] = field(default_factory=dict)
 
     @property
     def user_id(self) -> str:

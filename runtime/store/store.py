@@ -12,13 +12,14 @@ Example:
 Isolation is structural: a :class:`~runtime.store.scope.Scope` works through a tenant object that
 binds ``user_id``/``agent_id`` into every statement and into its vector cache. The only calls that
 see several users are the explicit admin paths here (:meth:`MemoryStore.admin_export`,
-:meth:`MemoryStore.admin_stats`, :meth:`MemoryStore.admin_users`, :meth:`MemoryStore.forget_user`).
+:meth:`MemoryStore.admin_stats`, :meth:`MemoryStore.admin_users`, :meth:`MemoryStore.forget_user`,
+:meth:`MemoryStore.admin_experiment_report`, which reads aggregates only).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from pydantic import TypeAdapter
@@ -26,7 +27,8 @@ from pydantic import ValidationError as PydanticValidationError
 
 from ..annotate.assembler import ContextAssembler
 from ..encoders.embedder import Embedder, LazyEmbedder
-from ..errors import ValidationError
+from ..errors import NotFoundError, ValidationError
+from ..experiments.design import Arm as _Arm
 from ..record.builder import RecordBuilder
 from ..record.memir import Id
 from ..retention.policy import RetentionPolicy
@@ -38,6 +40,9 @@ from .migrate import CopyReport, check_batch_size, copy_store
 from .scope import Scope
 from .services import StoreServices
 from .sqlite.backend import SqliteStoreBackend
+
+if TYPE_CHECKING:
+    from ..experiments.report import ExperimentReport
 
 __all__ = ["MemoryStore", "StoreConfig"]
 
@@ -199,6 +204,48 @@ class MemoryStore:
         import; otherwise each index is built in the background on its scope's first search."""
         emb = self.embedder
         return self._db.build_indexes(emb.encoder_id, emb.dim)
+
+    def admin_experiments(self) -> list[str]:
+        """Admin path: the experiments outcome events were recorded under (declared or not any more)."""
+        self._db.check_open()
+        return self._db.experiments()
+
+    def admin_experiment_report(self, experiment: str, *, metric: str | None = None, control: str | None = None,
+                                min_effect: float | None = None, alpha: float | None = None,
+                                power: float | None = None, n_boot: int = 2000, seed: int = 0) -> ExperimentReport:
+        """Admin path: compare an experiment's arms on its outcome events (``memir ab report``).
+
+        Reads only aggregates (events and sums per user, arm and kind), and reports arms, never users.
+        Settings left at ``None`` come from the experiment as declared in ``StoreConfig.experiments``
+        (arm order, the first arm as control, metric, minimum effect, alpha, power), else the defaults
+        of :class:`~runtime.experiments.Experiment` with the arms seen in sorted order.
+
+        Raises:
+            NotFoundError: no outcome was recorded under ``experiment`` (the message lists those that were).
+        """
+        from ..experiments.design import Experiment
+        from ..experiments.report import compare_arms
+
+        self._db.check_open()
+        rows = self._db.outcome_counts(experiment)
+        if not rows:
+            known = self._db.experiments()
+            raise NotFoundError(f"no outcome recorded under experiment {experiment!r}; recorded: "
+                                f"{', '.join(known) if known else 'none (Scope.feedback records outcomes)'}")
+        declared = next((e for e in self.config.experiments if e.name == experiment), None)
+        seen = sorted({r[1] for r in rows})
+        arms = [a.name for a in declared.arms] if declared else seen
+        arms += [a for a in seen if a not in arms]  # an arm since removed from the declaration
+        if control is not None:
+            if control not in arms:
+                raise ValidationError(f"control {control!r} is not an arm of {experiment!r}; arms: {arms}",
+                                      field="control")
+            arms = [control] + [a for a in arms if a != control]
+        base = declared or Experiment(experiment, [_Arm(a) for a in arms[:2]])
+        return compare_arms(rows, experiment=experiment, arms=arms, metric=metric or base.metric,
+                      min_effect=base.min_effect if min_effect is None else min_effect,
+                      alpha=base.alpha if alpha is None else alpha, power=base.power if power is None else power,
+                      n_boot=n_boot, seed=seed)
 
     def admin_copy_to(self, dest: MemoryStore, *, batch_size: int = 500, progress: bool = False) -> CopyReport:
         """Admin path: copy every scope of this store into ``dest`` (another backend, or another

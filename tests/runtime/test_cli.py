@@ -19,7 +19,7 @@ from runtime.cli import EXIT, build_parser, main
 from runtime.encoders import HashEmbedder
 from runtime.store import MemoryStore
 
-COMMANDS = ["inspect", "retain", "explain", "snapshot", "score", "reembed", "refresh", "migrate", "migrate-schema",
+COMMANDS = ["inspect", "retain", "explain", "snapshot", "score", "reembed", "refresh", "migrate", "migrate-schema", "ab",
             "encoder"]
 
 

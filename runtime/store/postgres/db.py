@@ -312,6 +312,22 @@ class PgDB:
                 "SELECT payload FROM decisions ORDER BY id DESC LIMIT 5").fetchall()]
         return out
 
+    def experiments(self) -> list[str]:
+        """Admin path: the experiments outcome events were recorded under, by name."""
+        with self.admin() as conn:
+            return [str(k) for (k,) in conn.execute(
+                "SELECT DISTINCT j.key FROM feedback f, jsonb_each_text(f.arms::jsonb) j ORDER BY 1")]
+
+    def outcome_counts(self, experiment: str) -> list[tuple[str, str, str, int, float]]:
+        """Admin path: ``(user_id, arm, kind, events, sum of values)`` of one experiment's outcome
+        events, aggregated in the database (what ``runtime.experiments.report`` reads)."""
+        with self.admin() as conn:
+            rows = conn.execute(
+                "SELECT f.user_id, j.value, f.kind, count(*), coalesce(sum(f.value), 0) FROM feedback f, "
+                "jsonb_each_text(f.arms::jsonb) j WHERE j.key = %s GROUP BY f.user_id, j.value, f.kind",
+                (experiment,)).fetchall()
+        return [(str(u), str(a), str(k), int(n), float(t)) for u, a, k, n, t in rows]
+
     def forget_user(self, user_id: str, wait_s: float = 30.0) -> int:
         """Delete everything of ``user_id`` in every table, then :meth:`scrub` (``VACUUM (FULL)``
         and ``CHECKPOINT``). Returns the number of memories deleted.
@@ -321,7 +337,7 @@ class PgDB:
         """
         with self.admin() as conn:
             n = int(conn.execute("SELECT count(*) FROM memories WHERE user_id = %s", (user_id,)).fetchone()[0])
-            for table in ("recall_log", "decisions", "memories", "scopes"):  # cascades take the child tables
+            for table in ("recall_log", "feedback", "decisions", "memories", "scopes"):  # cascades take the children
                 conn.execute(f"DELETE FROM {table} WHERE user_id = %s", (user_id,))
         self.drop_vector_indexes(user_id)
         self.scrub(wait_s)

@@ -21,7 +21,7 @@ from ...errors import NotFoundError, ValidationError
 
 __all__ = ["APP_ROLE", "STORE_FORMAT", "TENANT_TABLES", "HnswSettings", "hnsw_index_sql", "migrate"]
 
-STORE_FORMAT = 2
+STORE_FORMAT = 3
 """Version of this layout (independent of the SQLite layout's). 1: the first release. 2: vectors
 carry their format (``fmt``): float32 in ``vec`` (the working tier), float16/int8 in ``cold`` with
 ``vec`` NULL (the archive, in the store's cold format: :mod:`runtime.store.tiers`)."""
@@ -89,6 +89,10 @@ _TABLES: list[tuple[str, str]] = [
     ("recall_log", f"""CREATE TABLE IF NOT EXISTS recall_log (
         id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, {_SCOPE_COLS},
         at double precision NOT NULL, payload text NOT NULL)"""),
+    ("feedback", f"""CREATE TABLE IF NOT EXISTS feedback (
+        id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, {_SCOPE_COLS},
+        at double precision NOT NULL, kind text NOT NULL, value double precision, memory_id text, task_id text,
+        session_id text, arms text NOT NULL)"""),
     ("decisions", f"""CREATE TABLE IF NOT EXISTS decisions (
         id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, decision_id text NOT NULL UNIQUE, {_SCOPE_COLS},
         at double precision NOT NULL, payload text NOT NULL)"""),
@@ -113,6 +117,7 @@ _INDEXES = [
     "CREATE INDEX IF NOT EXISTS ix_links_target ON memory_links(kind, target_id)",
     "CREATE INDEX IF NOT EXISTS ix_vectors_scope ON vectors(user_id, agent_id, encoder_id)",
     "CREATE INDEX IF NOT EXISTS ix_recall_scope ON recall_log(user_id, agent_id, at)",
+    "CREATE INDEX IF NOT EXISTS ix_feedback_scope ON feedback(user_id, agent_id, at)",
     "CREATE INDEX IF NOT EXISTS ix_decisions_scope ON decisions(user_id, agent_id, at)",
     "CREATE INDEX IF NOT EXISTS ix_decision_items_mem ON decision_items(memory_id)",
 ]
@@ -197,6 +202,8 @@ def migrate(conn: Any, *, create: bool, where: str) -> None:
                 conn.execute(ddl)
             if found is not None and found < 2:
                 _migrate_1_to_2(conn)
+            if found is not None and found < STORE_FORMAT:  # 2 -> 3: the feedback table (created above)
+                conn.execute("UPDATE memir_meta SET value = %s WHERE key = 'format'", (str(STORE_FORMAT),))
             for ddl in _INDEXES:
                 conn.execute(ddl)
             conn.execute("INSERT INTO memir_meta(key, value) VALUES ('format', %s) ON CONFLICT (key) DO NOTHING",

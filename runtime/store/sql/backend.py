@@ -12,10 +12,11 @@ import numpy as np
 from ...record.memir import MemIR
 from ..decision_log import LogReads
 from ..forget_plan import Cascade, ForgetPlan
-from . import decisions, forgetting, lineage
+from . import decisions, feedback, forgetting, lineage
 from .tenant import SqlTenant, retried
 
 if TYPE_CHECKING:
+    from ...experiments.events import Feedback
     from ...retention.decision import RetentionDecision
 
 __all__ = ["SqlTenantBackend"]
@@ -32,6 +33,14 @@ class SqlTenantBackend(SqlTenant, LogReads):
     def parents(self, memory_id: str) -> list[str]:
         """The ids ``memory_id`` was derived from (:func:`.lineage.parents`)."""
         return lineage.parents(self, memory_id)
+
+    def record_feedback(self, fb: Feedback) -> None:
+        """Append an outcome event to the scope's log (:func:`.feedback.record`)."""
+        feedback.record(self, fb)
+
+    def feedback(self, limit: int) -> list[Feedback]:
+        """The scope's latest outcome events, newest first (:func:`.feedback.events`)."""
+        return feedback.events(self, limit)
 
     def forget_plan(self, memory_ids: Sequence[str], cascade: Cascade) -> ForgetPlan:
         """What forgetting ``memory_ids`` under ``cascade`` would do (nothing written)."""

@@ -75,7 +75,8 @@ def execute(tenant: SqlTenant, conn: Any, p: ForgetPlan, *, reason: str, placeho
 
 
 def tombstone_logs(tenant: SqlTenant, conn: Any, memory_ids: Sequence[str]) -> None:
-    """Replace every mention of the deleted ``memory_ids`` in the scope's recall log and decision log
+    """Replace every mention of the deleted ``memory_ids`` in the scope's recall log, decision log and
+    outcome events
     by an unlinkable tombstone (``forgotten_<random>``, one per id): a deleted memory leaves no id
     behind, while the logs stay well-formed (ids are whole JSON strings there, and cannot contain
     a quote or a backslash)."""
@@ -87,6 +88,8 @@ def tombstone_logs(tenant: SqlTenant, conn: Any, memory_ids: Sequence[str]) -> N
         for table in ("recall_log", "decisions"):
             conn.execute(f"UPDATE {table} AS x SET payload = replace(payload, {ph}, {ph}) WHERE {t} "
                          f"AND {strpos}(payload, {ph}) > 0", [quoted, tomb, *tp, quoted])
+        conn.execute(f"UPDATE feedback AS x SET memory_id = {ph} WHERE {t} AND x.memory_id = {ph}",
+                     [tomb.strip('"'), *tp, memory_id])
         conn.execute(f"UPDATE decision_items SET memory_id = {ph}, payload = replace(payload, {ph}, {ph}) "
                      f"WHERE memory_id = {ph} AND decision_rowid IN (SELECT d.id FROM decisions d WHERE {td})",
                      [tomb.strip('"'), quoted, tomb, memory_id, *tdp])

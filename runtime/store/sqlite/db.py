@@ -278,6 +278,21 @@ class SqliteDB:
                 "SELECT payload FROM decisions ORDER BY id DESC LIMIT 5").fetchall()]
         return out
 
+    def experiments(self) -> list[str]:
+        """Admin path: the experiments outcome events were recorded under, by name."""
+        with self.read() as conn:
+            return [str(k) for (k,) in conn.execute(
+                "SELECT DISTINCT j.key FROM feedback f, json_each(f.arms) j ORDER BY 1")]
+
+    def outcome_counts(self, experiment: str) -> list[tuple[str, str, str, int, float]]:
+        """Admin path: ``(user_id, arm, kind, events, sum of values)`` of one experiment's outcome
+        events, aggregated in the database (what ``runtime.experiments.report`` reads)."""
+        with self.read() as conn:
+            rows = conn.execute(
+                "SELECT f.user_id, j.value, f.kind, count(*), coalesce(sum(f.value), 0) FROM feedback f, "
+                "json_each(f.arms) j WHERE j.key = ? GROUP BY f.user_id, j.value, f.kind", (experiment,)).fetchall()
+        return [(str(u), str(a), str(k), int(n), float(t)) for u, a, k, n, t in rows]
+
     def forget_user(self, user_id: str, wait_s: float = 30.0) -> int:
         """Delete everything of ``user_id`` (rows, vectors, tags, links, logs, decisions, scope
         state), then scrub the file (waiting up to ``wait_s`` for readers). Returns the number of
@@ -290,6 +305,7 @@ class SqliteDB:
             n = conn.execute("SELECT count(*) FROM memories WHERE user_id=?", (user_id,)).fetchone()[0]
             conn.execute("DELETE FROM memories WHERE user_id=?", (user_id,))
             conn.execute("DELETE FROM recall_log WHERE user_id=?", (user_id,))
+            conn.execute("DELETE FROM feedback WHERE user_id=?", (user_id,))
             conn.execute("DELETE FROM decisions WHERE user_id=?", (user_id,))
             conn.execute("DELETE FROM scopes WHERE user_id=?", (user_id,))
             self.bump_vector_epoch(conn)

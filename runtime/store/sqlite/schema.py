@@ -110,6 +110,19 @@ CREATE TABLE IF NOT EXISTS recall_log (
     payload TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS ix_recall_scope ON recall_log(user_id, agent_id, at);
+CREATE TABLE IF NOT EXISTS feedback (
+    id INTEGER PRIMARY KEY,
+    user_id TEXT NOT NULL,
+    agent_id TEXT NOT NULL,
+    at REAL NOT NULL,
+    kind TEXT NOT NULL,
+    value REAL,
+    memory_id TEXT,
+    task_id TEXT,
+    session_id TEXT,
+    arms TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS ix_feedback_scope ON feedback(user_id, agent_id, at);
 CREATE TABLE IF NOT EXISTS decisions (
     id INTEGER PRIMARY KEY,
     decision_id TEXT NOT NULL UNIQUE,

@@ -302,7 +302,9 @@ _ENRICH_TEMPLATES = (
     ("Our checkout is down and customers can't pay, we need help now", "direct_interaction", None),
     ("The delivery for order {o} is scheduled for March {d}", "external_ingest", "carrier"),
 )
-_ENRICH_VARIANTS = ("off", "tone", "entities", "corroborate", "on")
+_ENRICH_VARIANTS = ("off", "tone", "entities", "corroborate", "on", "no-role-model")
+"""``off`` is the store's default (the sub-role classifier on, enrichment off); ``no-role-model`` turns
+the default sub-role classifier off too, so ``off / no-role-model`` is that classifier's cost."""
 
 
 def _enrich_items(n: int) -> list[tuple[str, dict[str, Any]]]:
@@ -320,13 +322,14 @@ def bench_write_enrich(tmp: Path, n: int, rounds: int) -> list[str]:
     """``write()`` with tone, entities and corroboration on, each alone, and off, in one process,
     round by round with the order rotated; the real encoder embeds each write (the agent's path),
     then the same with precomputed vectors (the store's own cost: the strict comparison)."""
+    from runtime.annotate import RoleConfig
     from runtime.annotate.enrich import EnrichConfig
     enc, why = _onnx_encoder()
     if enc is None:
         return [f"  skipped: needs the ONNX MiniLM encoder ({why})"]
     items = _enrich_items(n)
     vecs = enc.encode([t for t, _ in items])
-    configs = {v: StoreConfig(annotate=AssemblerConfig(enrich=EnrichConfig(
+    configs = {v: StoreConfig(annotate=AssemblerConfig(roles=RoleConfig(model=v != "no-role-model"), enrich=EnrichConfig(
         tone=v in ("tone", "on"), entities=v in ("entities", "on"), corroborate=v in ("corroborate", "on"))))
         for v in _ENRICH_VARIANTS}
     wall: dict[tuple[str, bool], list[float]] = {(v, p): [] for v in _ENRICH_VARIANTS for p in (False, True)}
@@ -357,6 +360,9 @@ def bench_write_enrich(tmp: Path, n: int, rounds: int) -> list[str]:
                          f"CPU p50 {c:7.3f} ms   x{w / base_w:.2f} wall, x{c / base_c:.2f} CPU vs off")
         ratio = ms(wall["on", pre], 50) / base_w
         lines.append(f"  everything on / off: wall p50 {ratio:.2f}x   goal <= 2x: {'met' if ratio <= 2 else 'MISSED'}")
+        role = base_c / ms(cpu["no-role-model", pre], 50)
+        lines.append(f"  the default sub-role classifier (off / no-role-model): CPU p50 x{role:.2f}, "
+                     f"+{base_c - ms(cpu['no-role-model', pre], 50):.3f} ms per write")
     return lines
 
 

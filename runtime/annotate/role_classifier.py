@@ -50,6 +50,13 @@ class RoleConfig:
         min_similarity: cosine in [-1, 1] the nearest prototype must reach, else the context's role
             is kept. Encoder specific: ~0.3 for all-MiniLM-L6-v2.
         min_margin: cosine lead in [0, 2] the nearest prototype needs over the runner-up.
+        model: when no rule or prototype decides (or none are configured) and neither the caller
+            nor ``Scope.acting_as`` named a sub-role, the store classifies it with the shipped
+            role model (``runtime.scoring.role_weights``) from the write and the recent dialog —
+            the unit mean of the scope's last ``policy.recent_window`` writes — if the store's
+            encoder is the one the model was fit on. Default on.
+        model_min_weight: the model's top weight (softmax over its ~30 sub-roles) a sub-role needs
+            to be filed; below it the write keeps no sub-role (:mod:`runtime.store.dialog_role`).
     """
 
     rules: Mapping[str, Sequence[str]] = field(default_factory=dict)
@@ -57,6 +64,8 @@ class RoleConfig:
     parents: Mapping[str, str] = field(default_factory=dict)
     min_similarity: float = 0.3
     min_margin: float = 0.0
+    model: bool = True
+    model_min_weight: float = 0.4
 
     def __post_init__(self) -> None:
         p: list[tuple[str, str]] = []
@@ -84,6 +93,11 @@ class RoleConfig:
             p.append(("min_similarity", f"must be a cosine in [-1, 1], got {self.min_similarity}"))
         if not 0.0 <= self.min_margin <= 2.0:
             p.append(("min_margin", f"must be in [0, 2], got {self.min_margin}"))
+        if not isinstance(self.model, bool):
+            p.append(("model", f"must be a bool, got {self.model!r}"))
+        mw = self.model_min_weight
+        if isinstance(mw, bool) or not isinstance(mw, (int, float)) or not 0.0 < mw <= 1.0:
+            p.append(("model_min_weight", f"must be a weight in (0, 1], got {mw!r}"))
         _raise("RoleConfig", p)
         for name in ("rules", "descriptions", "parents"):  # freeze a copy of the caller's dicts
             object.__setattr__(self, name, MappingProxyType(dict(getattr(self, name))))
@@ -94,14 +108,16 @@ class RoleDecision:
     """The role a memory was filed under and how it was chosen.
 
     Attributes:
-        method: ``explicit`` (caller), ``rules``, ``prototype`` or ``context`` (kept the current role).
-        score: rules: number of patterns matched; prototype/context: cosine of the nearest prototype.
+        method: ``explicit`` (caller), ``rules``, ``prototype``, ``model`` (the shipped role model on
+            the recent dialog) or ``context`` (kept the current role).
+        score: rules: number of patterns matched; prototype/context: cosine of the nearest prototype;
+            model: the chosen sub-role's weight.
         matched: the rule patterns that matched.
     """
 
     active_role: str
     sub_role: str | None
-    method: Literal["explicit", "rules", "prototype", "context"]
+    method: Literal["explicit", "rules", "prototype", "model", "context"]
     score: float | None = None
     matched: tuple[str, ...] = ()
 

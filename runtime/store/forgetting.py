@@ -49,4 +49,5 @@ def forget(core: ScopeCore, memory_id: str, *, cascade: Literal["redact", "delet
     unlink(tenant, plan.deleted)                                                                     # 3
     tenant.forget(plan, reason=reason, scrub=scrub, wait_s=core.store.config.scrub_wait_s)           # 4
     core.live().working = None
+    core.live().dialog = None  # the recent dialog may hold a forgotten memory's vector
     return ForgetReport(deleted=plan.deleted, redacted=plan.redacted)

@@ -33,6 +33,8 @@ class LiveContext:
             the store); kept current by writes and decisions, for the fill-watermark trigger.
         loaded: ``open_session`` was read from the store.
         acting: the role the agent is acting in (``Scope.acting_as``), for its writes and recalls.
+        dialog: unit vectors of the scope's latest writes, oldest first (``None``: read them from
+            the store), the recent dialog the role model reads; dropped when anything is forgotten.
         lock: serialises a scope's writes within the process (session decisions are ordered).
     """
 
@@ -40,6 +42,7 @@ class LiveContext:
     goal_vector: np.ndarray | None = None
     stage: float | None = None
     acting: ActingAs | None = None
+    dialog: list[np.ndarray] | None = None
     open_session: str | None = None
     working: int | None = None
     loaded: bool = False

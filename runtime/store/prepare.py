@@ -6,7 +6,8 @@ passes through :func:`prepare` once, stage by stage:
 1. **draft**: validate the fields and redact the text (:class:`~runtime.record.RecordBuilder`);
 2. **vector**: embed the redacted text, or check the caller's vector;
 3. **session**: the session detector places the write (an explicit ``session_id`` is authoritative);
-4. **annotate**: role (when roles are configured) and enrichment (tone, entities, ...);
+4. **annotate**: role (rules and prototypes when configured, else the shipped role model on the
+   recent dialog: :mod:`.dialog_role`) and enrichment (tone, entities, ...);
 5. **build**: the record, validated once more as a whole;
 6. **corroborate**: judge it against the nearest stored memories (and the batch's earlier items).
 
@@ -26,6 +27,7 @@ from ..annotate.claims import Judgement
 from ..encoders.embedder import check_vector
 from ..errors import ValidationError
 from ..record.memir import MemIR, utcnow
+from . import dialog_role
 from .corroboration import BatchNeighbours, corroborate
 from .scope_core import ScopeCore
 
@@ -91,9 +93,15 @@ def prepare(core: ScopeCore, item: Any, embedding: Any, fields: dict[str, Any], 
         sid, pending = _place_in_session(core, draft.fields.get("session_id"), at, vec)
         if sid is not None:
             decided["session_id"] = sid
-    if asm.config.roles.rules or asm.config.roles.descriptions:                 # 4. annotate
-        role = asm.role_of(draft, acting.active_role if acting else "general", acting.sub_role if acting else None,
-                           lambda: vec)
+    current = acting.active_role if acting else "general"                       # 4. annotate
+    role = None
+    if asm.config.roles.rules or asm.config.roles.descriptions:
+        role = asm.role_of(draft, current, acting.sub_role if acting else None, lambda: vec)
+    if ((role is None or role.method == "context") and "sub_role" not in draft.fields
+            and "active_role" not in draft.fields and (acting is None or acting.sub_role is None)):
+        by_model = dialog_role.classify(core, vec, current)                     # the role model, on the dialog
+        role = by_model if by_model is not None and by_model.sub_role is not None else role
+    if role is not None:
         decided.update(active_role=role.active_role, sub_role=role.sub_role)
     elif acting is not None and "active_role" not in draft.fields:
         decided["active_role"] = acting.active_role

@@ -59,6 +59,8 @@ def retain(core: ScopeCore, *, candidates: Sequence[Any] = (), now: datetime | N
     applied = tenant.apply_decision(decision, candidates=[(p.record, p.vector) for p in prepared], dry_run=dry_run)
     if not dry_run:
         core.live().working = len(applied.kept)
+        if applied.deleted or applied.redacted or applied.expired:
+            core.live().dialog = None  # the recent dialog may hold a deleted memory's vector
     return applied
 
 

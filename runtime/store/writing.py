@@ -23,6 +23,7 @@ from typing import Any, Literal
 from ..errors import ValidationError
 from ..record.builder import flatten
 from ..record.memir import Flag, MemIR
+from . import dialog_role
 from .corroboration import BatchNeighbours, back_links
 from .forgetting import forget
 from .live import LiveContext
@@ -49,6 +50,7 @@ def write_one(core: ScopeCore, content: Any, embedding: Any, fields: dict[str, A
         _, since = core.tenant.insert([p.record], [p.vector], session=_session_row(p.record, live),  # 3
                                       links=back_links(p.judgement, p.record.id))
         core.store.assembler.sessions.commit(p.pending)
+        dialog_role.remember(core, [p.vector])
         if p.record.provenance.session_id is not None:
             live.open_session = p.record.provenance.session_id
         if live.working is not None:
@@ -78,6 +80,7 @@ def write_many(core: ScopeCore, items: Iterable[str | MemIR | dict[str, Any]]) -
                                       session=_session_row(recs[-1], live, sid),
                                       links=[x for p in prepared for x in back_links(p.judgement, p.record.id)])
         live.open_session = sid
+        dialog_role.remember(core, [p.vector for p in prepared])
         if live.working is not None:
             live.working += len(recs)
     for r in recs:

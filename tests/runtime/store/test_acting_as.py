@@ -75,3 +75,43 @@ def test_with_role_rules_a_memory_no_rule_matches_keeps_the_acting_role(
         plain = me.write("The user likes the blue theme")
     assert (ruled.role_context.active_role, ruled.role_context.sub_role) == ("support", "billing")
     assert (plain.role_context.active_role, plain.role_context.sub_role) == ("sales", "leads")
+
+
+# ---------------------------------------------------------------- the sub-role nobody named (the role model)
+def _roles(scope, texts: list[str]) -> list[str | None]:  # type: ignore[no-untyped-def]
+    return [scope.write(t).role_context.sub_role for t in texts]
+
+
+def test_the_shipped_role_model_files_sub_roles_from_the_recent_dialog(
+        make_store: Callable[..., MemoryStore], onnx_encoder) -> None:  # type: ignore[no-untyped-def]
+    me = make_store(embedder=onnx_encoder).scope(user_id="alice")
+    assert _roles(me, ["My invoice for March was charged twice", "Can you refund the second charge?",
+                       "Yes please",                                        # vague alone: the dialog decides
+                       "I want to book a flight to Lisbon on Friday",       # clear alone: the topic changed
+                       "Find papers on retrieval augmented generation",
+                       "The weather is nice today"]) == [                   # nothing clear: no sub-role
+        "billing", "billing", "billing", "booking", "literature", None]
+    assert me.write("Yes please").role_context.active_role == "general"
+    with me.acting_as("support", "refunds"):                                # the agent's sub-role wins
+        assert me.write("My invoice was charged twice").role_context.sub_role == "refunds"
+    assert me.write("My invoice was charged twice", sub_role="complaints").role_context.sub_role == "complaints"
+
+
+def test_the_recent_dialog_forgets_what_was_forgotten(make_store: Callable[..., MemoryStore],
+                                                     onnx_encoder) -> None:  # type: ignore[no-untyped-def]
+    me = make_store(embedder=onnx_encoder).scope(user_id="alice")
+    said = [me.write(t) for t in ("My invoice for March was charged twice", "Can you refund the second charge?")]
+    for r in said:
+        me.forget(r.id)
+    assert me.write("Yes please").role_context.sub_role is None            # no deleted turn steers it
+
+
+def test_the_role_model_can_be_turned_off_and_skips_other_encoders(
+        make_store: Callable[..., MemoryStore], onnx_encoder) -> None:  # type: ignore[no-untyped-def]
+    off = make_store(embedder=onnx_encoder, config=StoreConfig(annotate=AssemblerConfig(roles=RoleConfig(model=False))))
+    assert off.scope(user_id="a").write("My invoice for March was charged twice").role_context.sub_role is None
+    hashed = make_store("hash.sqlite")                                      # the model reads MiniLM vectors only
+    assert hashed.scope(user_id="a").write("My invoice for March was charged twice").role_context.sub_role is None
+    with pytest.raises(ValidationError) as ei:
+        RoleConfig(model_min_weight=0)
+    assert ei.value.field == "model_min_weight"

@@ -1,0 +1,94 @@
+"""The sub-role of a write nobody named (seed 000 §3.1, §4.4: ``classify_sub_role`` from the dialog).
+
+When no rule or prototype decided and neither the caller nor ``Scope.acting_as`` gave a sub-role,
+the shipped role model (:mod:`runtime.scoring.role_weights`) reads the write twice: alone, and in
+its live context — the unit mean of the write's vector and of the recent dialog, the scope's last
+``policy.recent_window`` writes. When the line alone is clear (a weight of at least
+``RoleConfig.model_min_weight``) about another sub-role than its context, the topic changed and the
+line wins; otherwise the context's sub-role is filed if its weight reaches the threshold (a short
+"yes please" takes the sub-role of the dialog it answers); else none. The model runs only where the store's encoder is the one it was fit
+on (else it stays off: a hash or another encoder's vectors mean nothing to it).
+
+The recent dialog is held per scope in the process (``LiveContext.dialog``), read from the store once
+and kept current by writes; forgetting anything in the scope drops it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..annotate.role_classifier import RoleDecision
+from ..errors import MemirError
+from .scope_core import ScopeCore
+
+if TYPE_CHECKING:
+    from ..scoring.role_weights import RoleWeigher
+
+__all__ = ["classify", "remember"]
+
+_LOG = logging.getLogger(__name__)
+_UNAVAILABLE: set[str] = set()  # encoders the shipped model cannot read (logged once each)
+
+
+def _weigher(core: ScopeCore) -> RoleWeigher | None:
+    from ..scoring.role_weights import default_role_weigher
+
+    enc = core.store.embedder.encoder_id
+    if core.role_weigher is not None:
+        return core.role_weigher if core.role_weigher.encoder_id == enc else None
+    if enc in _UNAVAILABLE:
+        return None
+    try:
+        return default_role_weigher(enc)
+    except MemirError as e:  # another encoder, or no model file: the sub-role stays unset
+        _UNAVAILABLE.add(enc)
+        _LOG.info("sub-roles are not classified by the role model for encoder %s: %s", enc, e)
+        return None
+
+
+def _dialog(core: ScopeCore) -> list[np.ndarray]:
+    live = core.live()
+    if live.dialog is None:
+        recent = core.tenant.recent_vectors(core.policy.recent_window)
+        live.dialog = [np.asarray(v, dtype=np.float32) for v in recent]
+    return live.dialog
+
+
+def classify(core: ScopeCore, vec: np.ndarray, current_role: str) -> RoleDecision | None:
+    """The role model's decision for a write of vector ``vec`` (``None``: the model is off or cannot
+    read this store's vectors; a decision with no sub-role: no weight reached the threshold)."""
+    from ..retention.plan import recent_context
+    from ..scoring.role_weights import context_vector
+
+    cfg = core.store.config.annotate.roles
+    if not cfg.model:
+        return None
+    weigher = _weigher(core)
+    if weigher is None:
+        return None
+    dialog = _dialog(core)
+    line = context_vector(vec, None)
+    ctx = context_vector(vec, recent_context(np.stack(dialog))) if dialog else line
+    w_line, w_ctx = weigher.predict(np.stack([line, ctx]))
+    t = cfg.model_min_weight
+    top_line, top_ctx = int(np.argmax(w_line)), int(np.argmax(w_ctx))
+    if w_line[top_line] >= t and top_line != top_ctx:      # the line is clear on its own: a change of topic
+        top, weight = top_line, float(w_line[top_line])
+    elif w_ctx[top_ctx] >= t:                               # else the dialog decides (short or vague lines)
+        top, weight = top_ctx, float(w_ctx[top_ctx])
+    else:
+        return RoleDecision(current_role, None, "context", float(w_ctx[top_ctx]))
+    sub = weigher.labels[top]
+    return RoleDecision(cfg.parents.get(sub, current_role), sub, "model", weight)
+
+def remember(core: ScopeCore, vectors: Sequence[np.ndarray]) -> None:
+    """Add written vectors to the recent dialog (when it is held)."""
+    live = core.live()
+    if live.dialog is None or not core.store.config.annotate.roles.model:
+        return
+    live.dialog.extend(np.asarray(v, dtype=np.float32) for v in vectors)
+    del live.dialog[:max(0, len(live.dialog) - core.policy.recent_window)]

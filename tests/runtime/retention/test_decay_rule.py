@@ -5,8 +5,10 @@ Through ``Scope.retain`` on both backends, and through ``memir score``'s two eng
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -58,10 +60,11 @@ def test_a_bad_decay_rule_is_refused_naming_the_field(bad: dict) -> None:
     assert "decays" in str(ei.value)
 
 
-def test_retain_honours_the_rule_and_explain_names_it(store: MemoryStore, now: datetime, tmp_path: Path) -> None:
+def test_retain_honours_the_rule_and_explain_names_it(make_store: Callable[..., MemoryStore], onnx_encoder: Any,
+                                                      now: datetime, tmp_path: Path) -> None:
     rules = tmp_path / "rules.yaml"
     rules.write_text(YAML)
-    me = store.scope(user_id="alice")
+    me = make_store(embedder=onnx_encoder).scope(user_id="alice")
     scorer = FakeScorer(lambda r: {"Flight to Lisbon on March 3": 0.6, "Prefers aisle seats": 0.5}.get(r.content, 0.1))
     a = me.write("Flight to Lisbon on March 3", created_at=now - 72 * H)
     b = me.write("Prefers aisle seats", created_at=now - 72 * H)

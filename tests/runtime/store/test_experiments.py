@@ -27,11 +27,11 @@ def _user_in(e: Experiment, arm: str, start: int = 0) -> str:
     return next(u for i in range(start, start + 10_000) if e.assign(u := f"user{i}").name == arm)
 
 
-def test_arms_set_their_users_recall_and_retention(make_store: Callable[..., MemoryStore],
+def test_arms_set_their_users_recall_and_retention(make_store: Callable[..., MemoryStore], onnx_encoder: Any,
                                                    rng: np.random.Generator) -> None:
-    store = make_store(config=StoreConfig(experiments=(TYPED, SMALL)))
+    store = make_store(embedder=onnx_encoder, config=StoreConfig(experiments=(TYPED, SMALL)))
     a, b = _user_in(TYPED, "typed"), _user_in(TYPED, "untyped")
-    q, near, far = unit_vectors(rng, 3)
+    q, near, far = unit_vectors(rng, 3, onnx_encoder.dim)
     close = (0.9 * q + 0.1 * near) / np.linalg.norm(0.9 * q + 0.1 * near)
     for user in (a, b):
         me = store.scope(user_id=user)
@@ -47,6 +47,10 @@ def test_arms_set_their_users_recall_and_retention(make_store: Callable[..., Mem
     assert untyped[0].score.confidence == 1.0
     plain = make_store("plain.sqlite")                                             # no experiment: no arms
     assert plain.scope(user_id=b).arms == {}
+    for user in (a, b):                                                            # text, through the real encoder
+        me = store.scope(user_id=user)
+        me.write("Refunds are accepted within 30 days of delivery")
+        assert me.recall("how long do I have to return an item?", k=1)[0].record.content.startswith("Refunds")
 
 
 def test_outcomes_are_typed_scoped_and_carry_the_arms(store: MemoryStore) -> None:

@@ -145,7 +145,7 @@ def test_readme_acting_as_example_runs(tmp_path: Path, monkeypatch: pytest.Monke
 def test_readme_freshness_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                        capsys: pytest.CaptureFixture[str]) -> None:
     assert _run_block("freshness", tmp_path, monkeypatch, capsys).splitlines() == [
-        "Rotate the API keys every 30 days. [1.0, 0.79]", "unreferenced a day 0.15 0.5"]
+        "Rotate the API keys every 30 days. [1.0, 0.63]", "unreferenced a day 0.15 0.5"]
 
 
 def test_readme_experiments_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

@@ -58,7 +58,7 @@ class StoreConfig:
             Default on.
         freshness: how fast memories that declare no ``freshness_half_life`` lose recall weight:
             a half-life per source type and dialog role (:class:`~runtime.store.freshness.FreshnessConfig`;
-            default 180 days for what users say, 90 for documents, 30 for the agent's inferences, 7
+            default: what people say does not decay; 90 days for documents, 30 for the agent's inferences, 7
             for system feedback and tool output). ``None``: only declared half-lives decay.
         experiments: online A/B experiments (:class:`~runtime.experiments.Experiment`): each user is
             put in one arm of each, deterministically, and their scopes recall and retain with the

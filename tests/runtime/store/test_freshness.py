@@ -34,22 +34,23 @@ def test_an_old_policy_no_longer_outranks_todays_with_the_real_encoder(
     """The issue's case: a 60-day-old "rotate every 90 days" against today's "rotate every 30 days"."""
     store = make_store(embedder=onnx_encoder)
     me = store.scope(user_id="alice")
-    old = me.write("Rotate the API keys every 90 days.", timestamp=now - 60 * DAY)
-    new = me.write("Rotate the API keys every 30 days.", timestamp=now)
+    doc = {"source_type": "external_ingest"}
+    old = me.write("Rotate the API keys every 90 days.", timestamp=now - 60 * DAY, **doc)
+    new = me.write("Rotate the API keys every 30 days.", timestamp=now, **doc)
     query = "How often should we rotate the API keys?"
     hits = me.recall(query, k=2, now=now)
     assert [h.record.id for h in hits] == [new.id, old.id]
-    assert hits[1].score.freshness == pytest.approx(0.5 ** (60 / 180), rel=1e-9)
+    assert hits[1].score.freshness == pytest.approx(0.5 ** (60 / 90), rel=1e-9)
     assert hits[0].score.similarity < hits[1].score.similarity   # the old one is the closer text
     plain = make_store("plain.sqlite", embedder=onnx_encoder, config=StoreConfig(freshness=None))
     again = plain.scope(user_id="alice")
-    again.write("Rotate the API keys every 90 days.", timestamp=now - 60 * DAY)
-    again.write("Rotate the API keys every 30 days.", timestamp=now)
+    again.write("Rotate the API keys every 90 days.", timestamp=now - 60 * DAY, **doc)
+    again.write("Rotate the API keys every 30 days.", timestamp=now, **doc)
     assert again.recall(query, k=1, now=now)[0].record.content.endswith("90 days.")  # without: stale wins
 
 
 @pytest.mark.parametrize("fields,half_life_days", [
-    ({}, 180),                                                              # what a user says
+    ({}, None),                                                             # what a user says: never
     ({"source_type": "external_ingest"}, 90),                               # a document
     ({"source_type": "derived_inference"}, 30),                             # the agent's inference
     ({"source_type": "system_feedback", "dialog_role": "system"}, 7),
@@ -60,8 +61,9 @@ def test_an_old_policy_no_longer_outranks_todays_with_the_real_encoder(
 ])
 def test_default_half_life_by_source_type_and_dialog_role(store: MemoryStore, now: datetime,
                                                           rng: np.random.Generator, fields: dict[str, Any],
-                                                          half_life_days: float) -> None:
-    assert _freshness(store, now, rng, **fields) == pytest.approx(0.5 ** (30 / half_life_days), rel=1e-9)
+                                                          half_life_days: float | None) -> None:
+    want = 1.0 if half_life_days is None else 0.5 ** (30 / half_life_days)
+    assert _freshness(store, now, rng, **fields) == pytest.approx(want, rel=1e-9)
 
 
 def test_never_exempts_one_memory_and_none_turns_defaults_off(make_store: Callable[..., MemoryStore], now: datetime,

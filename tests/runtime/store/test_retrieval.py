@@ -74,11 +74,11 @@ def test_freshness_half_life_reorders(store: MemoryStore, rng: np.random.Generat
     old = now - timedelta(days=3)
     me = store.scope(user_id="alice")
     me.write("A", embedding=a, timestamp=old, freshness_half_life=timedelta(days=1))  # × 0.125
-    me.write("B", embedding=b, timestamp=old)                    # the default: 180 days for what users say
+    me.write("B", embedding=b, timestamp=old)                    # what users say does not decay by default
     hits = me.recall(q, k=2, now=now)
     assert order(hits) == ["B", "A"]
     assert hits[1].score.freshness == pytest.approx(0.125, rel=1e-12)
-    assert hits[0].score.freshness == pytest.approx(0.5 ** (3 / 180), rel=1e-12)
+    assert hits[0].score.freshness == 1.0
     # one half-life earlier it is 0.5: 0.9 * 0.5 = 0.45 still loses; at age 0 it wins
     assert order(me.recall(q, k=2, now=old)) == ["A", "B"]
 

@@ -32,6 +32,7 @@ __all__ = ["classify", "remember"]
 
 _LOG = logging.getLogger(__name__)
 _UNAVAILABLE: set[str] = set()  # encoders the shipped model cannot read (logged once each)
+_LOADED: dict[str, RoleWeigher] = {}  # the shipped model, loaded once per process and encoder
 
 
 def _weigher(core: ScopeCore) -> RoleWeigher | None:
@@ -42,12 +43,15 @@ def _weigher(core: ScopeCore) -> RoleWeigher | None:
         return core.role_weigher if core.role_weigher.encoder_id == enc else None
     if enc in _UNAVAILABLE:
         return None
-    try:
-        return default_role_weigher(enc)
-    except MemirError as e:  # another encoder, or no model file: the sub-role stays unset
-        _UNAVAILABLE.add(enc)
-        _LOG.info("sub-roles are not classified by the role model for encoder %s: %s", enc, e)
-        return None
+    w = _LOADED.get(enc)
+    if w is None:
+        try:
+            w = _LOADED[enc] = default_role_weigher(enc)
+        except MemirError as e:  # another encoder, or no model file: the sub-role stays unset
+            _UNAVAILABLE.add(enc)
+            _LOG.info("sub-roles are not classified by the role model for encoder %s: %s", enc, e)
+            return None
+    return w
 
 
 def _dialog(core: ScopeCore) -> list[np.ndarray]:
@@ -61,9 +65,6 @@ def _dialog(core: ScopeCore) -> list[np.ndarray]:
 def classify(core: ScopeCore, vec: np.ndarray, current_role: str) -> RoleDecision | None:
     """The role model's decision for a write of vector ``vec`` (``None``: the model is off or cannot
     read this store's vectors; a decision with no sub-role: no weight reached the threshold)."""
-    from ..retention.plan import recent_context
-    from ..scoring.role_weights import context_vector
-
     cfg = core.store.config.annotate.roles
     if not cfg.model:
         return None
@@ -71,9 +72,17 @@ def classify(core: ScopeCore, vec: np.ndarray, current_role: str) -> RoleDecisio
     if weigher is None:
         return None
     dialog = _dialog(core)
-    line = context_vector(vec, None)
-    ctx = context_vector(vec, recent_context(np.stack(dialog))) if dialog else line
-    w_line, w_ctx = weigher.predict(np.stack([line, ctx]))
+    X = np.empty((2, len(vec)), dtype=np.float32)  # the line alone, and context_vector(line, recent dialog)
+    X[0] = vec
+    X[0] /= max(float(np.linalg.norm(X[0])), 1e-12)
+    if dialog:
+        m = np.add.reduce(dialog) if len(dialog) > 1 else dialog[0].copy()
+        m /= max(float(np.linalg.norm(m)), 1e-12)  # the recent-context vector (unit mean)
+        X[1] = X[0] + m
+        X[1] /= max(float(np.linalg.norm(X[1])), 1e-12)
+    else:
+        X[1] = X[0]
+    w_line, w_ctx = weigher.predict(X)
     t = cfg.model_min_weight
     top_line, top_ctx = int(np.argmax(w_line)), int(np.argmax(w_ctx))
     if w_line[top_line] >= t and top_line != top_ctx:      # the line is clear on its own: a change of topic

@@ -53,8 +53,11 @@ def test_ray_on_a_local_two_worker_cluster_decides_like_the_local_engine(tmp_pat
 
 
 def test_ray_against_an_existing_cluster_by_address(tmp_path: Path, model: Path) -> None:
+    """``memir score --engine ray --ray-address`` as an operator runs it, in its own process: this test
+    process never becomes a driver of the cluster that ``ray stop --force`` tears down at the end."""
     ray_bin = Path(sys.executable).with_name("ray")
-    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH")}
+    env.update(RAY_USAGE_STATS_ENABLED="0", HOME=str(tmp_path / "home"))  # no token file of this machine's user
     temp = Path("/tmp") / f"ray-{os.getpid()}"
     head = subprocess.run([str(ray_bin), "start", "--head", "--num-cpus", "2", "--port", "0",
                            "--include-dashboard", "false", f"--temp-dir={temp}", "--disable-usage-stats"],
@@ -68,10 +71,14 @@ def test_ray_against_an_existing_cluster_by_address(tmp_path: Path, model: Path)
         dump = tmp_path / "dump.parquet"
         write_dump(rows, dump)
         local = score_dump(dump, tmp_path / "local.jsonl", _cfg(model), progress=False)
-        rep = score_dump(dump, tmp_path / "ray_out", _cfg(model), engine="ray", ray_address=address,
-                         progress=False)
+        r = subprocess.run([str(Path(sys.executable).with_name("memir")), "score", str(dump), "-o", str(tmp_path / "ray_out"),
+                            "--engine", "ray", "--ray-address", address, "--model", str(model), "--capacity", "25",
+                            "--encoder", "hash", "--now", NOW.isoformat(), "--quiet"],
+                           capture_output=True, text=True, env=env, timeout=600)
+        assert r.returncode == 0, (r.stdout[-2000:], r.stderr[-3000:])
         got, quarantine = _ray_outputs(tmp_path / "ray_out")
         assert got == _outputs(tmp_path / "local.jsonl") and quarantine == []
+        rep = json.loads((tmp_path / "ray_out" / "summary.json").read_text())
         assert rep["valid"] == local["valid"] == 150 and rep["validated_columnwise"] == local["validated_columnwise"]
     finally:
         subprocess.run([str(ray_bin), "stop", "--force"], capture_output=True, env=env, timeout=120)

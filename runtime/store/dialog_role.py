@@ -65,6 +65,9 @@ def _dialog(core: ScopeCore) -> list[np.ndarray]:
 def classify(core: ScopeCore, vec: np.ndarray, current_role: str) -> RoleDecision | None:
     """The role model's decision for a write of vector ``vec`` (``None``: the model is off or cannot
     read this store's vectors; a decision with no sub-role: no weight reached the threshold)."""
+    from ..retention.plan import recent_context
+    from ..scoring.role_weights import context_vector
+
     cfg = core.store.config.annotate.roles
     if not cfg.model:
         return None
@@ -72,17 +75,9 @@ def classify(core: ScopeCore, vec: np.ndarray, current_role: str) -> RoleDecisio
     if weigher is None:
         return None
     dialog = _dialog(core)
-    X = np.empty((2, len(vec)), dtype=np.float32)  # the line alone, and context_vector(line, recent dialog)
-    X[0] = vec
-    X[0] /= max(float(np.linalg.norm(X[0])), 1e-12)
-    if dialog:
-        m = np.add.reduce(dialog) if len(dialog) > 1 else dialog[0].copy()
-        m /= max(float(np.linalg.norm(m)), 1e-12)  # the recent-context vector (unit mean)
-        X[1] = X[0] + m
-        X[1] /= max(float(np.linalg.norm(X[1])), 1e-12)
-    else:
-        X[1] = X[0]
-    w_line, w_ctx = weigher.predict(X)
+    line = context_vector(vec, None)
+    ctx = context_vector(vec, recent_context(np.stack(dialog))) if dialog else line
+    w_line, w_ctx = weigher.predict(np.stack([line, ctx]))
     t = cfg.model_min_weight
     top_line, top_ctx = int(np.argmax(w_line)), int(np.argmax(w_ctx))
     if w_line[top_line] >= t and top_line != top_ctx:      # the line is clear on its own: a change of topic
@@ -93,6 +88,7 @@ def classify(core: ScopeCore, vec: np.ndarray, current_role: str) -> RoleDecisio
         return RoleDecision(current_role, None, "context", float(w_ctx[top_ctx]))
     sub = weigher.labels[top]
     return RoleDecision(cfg.parents.get(sub, current_role), sub, "model", weight)
+
 
 def remember(core: ScopeCore, vectors: Sequence[np.ndarray]) -> None:
     """Add written vectors to the recent dialog (when it is held)."""

@@ -19,6 +19,7 @@ set are returned for training rows.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -28,14 +29,14 @@ import numpy as np
 
 from runtime.encoders import Embedder
 from runtime.record import RecordBuilder
-from runtime.retention import DEFAULT_RULES, RetentionPolicy, Triggers, audit
+from runtime.retention import DEFAULT_RULES, RetentionPolicy, Triggers, approx_tokens, audit
 from runtime.scoring import Scorer
 from runtime.store import MemoryStore, Scope, StoreConfig
 
 from .agent import RecordingScorer
 
 __all__ = ["StreamDecision", "StreamResult", "StreamTurn", "session_end", "session_spans", "stored_texts",
-           "stream_conversation"]
+           "stream_conversation", "token_budget_for"]
 
 _BUILDER = RecordBuilder()  # the store's default record configuration
 
@@ -188,3 +189,12 @@ def stream_conversation(turns: Sequence[StreamTurn], vectors: np.ndarray, scorer
         if after is not None:
             after(scope, end)
     return out
+
+
+def token_budget_for(turns: Sequence[StreamTurn], p: float) -> int:
+    """``round(p × the stream's tokens)`` (halves up), tokens counted as the solver counts them
+    (:func:`runtime.retention.approx_tokens` of each stored turn)."""
+    if not 0.0 < p <= 1.0:
+        raise ValueError(f"budget fraction p={p} must be in (0, 1]")
+    total = sum(approx_tokens(t) for t in stored_texts(turns) if t)
+    return int(math.floor(p * total + 0.5))

@@ -137,7 +137,11 @@ def _parser() -> argparse.ArgumentParser:
                         description="Example: python -m train.eval locomo conv.json --capacities 0.1 0.2 "
                                     "--policies utilitynet recency longest oracle --out out.json")
     lo.add_argument("files", nargs="+")
-    lo.add_argument("--capacities", nargs="+", type=float, default=[0.1, 0.2])
+    lo.add_argument("--capacities", nargs="*", type=float, default=[0.1, 0.2],
+                    help="budgets as a share of each conversation's turns (default 0.1 0.2; none with --budgets: "
+                         "token budgets only)")
+    lo.add_argument("--budgets", nargs="*", type=float, default=[],
+                    help="also budgets as a share of each conversation's tokens (e.g. 0.05 0.1 0.2)")
     lo.add_argument("--policies", nargs="+", default=list(LOCOMO_POLICIES), choices=LOCOMO_POLICIES)
     lo.add_argument("--model", default=None, help="ONNX utility model (default: the shipped one)")
     lo.add_argument("--k", type=int, default=5, help="hits per question for retrieval recall@k")
@@ -315,8 +319,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             convs = load_all(args.files)
             emb = embedder(args.encoder)
             if args.cmd == "locomo":
+                if not args.capacities and not args.budgets:
+                    raise MemirError("nothing to evaluate: give --capacities and/or --budgets (shares in (0, 1])")
                 runs = evaluate_locomo(convs, args.policies, args.capacities, emb, model=args.model, k=args.k,
-                                       progress=progress)
+                                       progress=progress, budgets=args.budgets)
             else:
                 runs = loo_locomo(convs, args.capacities, emb, k=args.k, fit_overrides=json.loads(args.fit),
                                   sim_rounds=args.sim_rounds, progress=progress)

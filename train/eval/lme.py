@@ -14,7 +14,6 @@ with, per policy and capacity, evidence recall overall and per question type.
 from __future__ import annotations
 
 import json
-import math
 import os
 import random
 import sys
@@ -28,13 +27,12 @@ import numpy as np
 
 from runtime.encoders import Embedder
 from runtime.errors import MemirError
-from runtime.retention import approx_tokens
 from runtime.scoring import Scorer
 
 from ..lme.protocol import capacity_for, lme_turns
 from ..lme.reader import QUESTION_TYPES, LmeQuestion, iter_lme
 from ..oracle import HindsightOracle
-from ..stream import StreamDecision, StreamTurn, stored_texts, stream_conversation
+from ..stream import StreamDecision, stored_texts, stream_conversation, token_budget_for
 from ..workers import ordered_map
 
 __all__ = ["LME_CAPACITIES", "LME_POLICIES", "LmeRun", "LmeSummary", "evaluate_lme", "lme_oracle", "lme_table",
@@ -122,15 +120,6 @@ def replay_question(q: LmeQuestion, scorer: Scorer, emb: Embedder, p: float, *, 
     return LmeRun(q.question_id, q.question_type, scorer.name, p, K, len(turns), [t.memory_id for t in turns
                   if t.memory_id in kept], evidence, sum(e in kept for e in evidence), q.answerable,
                   res.violations, res.decisions, time.perf_counter() - t0, unit)
-
-
-def token_budget_for(turns: Sequence[StreamTurn], p: float) -> int:
-    """``round(p × the stream's tokens)`` (halves up), tokens counted as the solver counts them
-    (:func:`runtime.retention.approx_tokens` of each stored turn)."""
-    if not 0.0 < p <= 1.0:
-        raise ValueError(f"budget fraction p={p} must be in (0, 1]")
-    total = sum(approx_tokens(t) for t in stored_texts(turns) if t)
-    return int(math.floor(p * total + 0.5))
 
 
 @dataclass

@@ -19,7 +19,7 @@ from ..locomo.reader import RECALL_CATEGORIES, Conversation, load_locomo
 from ..locomo.replay import ConversationRun, locomo_oracle, replay_conversation
 from ..workers import progress_bar
 
-__all__ = ["DEFAULT_LOCOMO", "LOCOMO_POLICIES", "LOO_FIT", "evaluate_locomo", "load_all", "locomo_payload",
+__all__ = ["DEFAULT_LOCOMO", "budget_key", "budget_text", "LOCOMO_POLICIES", "LOO_FIT", "evaluate_locomo", "load_all", "locomo_payload",
            "locomo_policy", "locomo_table", "loo_locomo", "summarize_locomo", "progress_bar", "write_json",
            "embedder"]
 
@@ -56,20 +56,24 @@ def _vectors(convs: Sequence[Conversation], emb: Any, progress: bool) -> dict[st
 def evaluate_locomo(convs: Sequence[Conversation], policies: Sequence[str], capacities: Sequence[float], emb: Any, *,
                     model: str | None = None, k: int = 5, progress: bool = True,
                     scorer_for: Callable[[str, Conversation], Scorer] | None = None,
-                    vectors: dict[str, tuple[np.ndarray, np.ndarray]] | None = None) -> list[ConversationRun]:
-    """Every (policy, capacity, conversation) run, through the runtime."""
+                    vectors: dict[str, tuple[np.ndarray, np.ndarray]] | None = None,
+                    budgets: Sequence[float] = ()) -> list[ConversationRun]:
+    """Every (policy, budget, conversation) run, through the runtime: each of ``capacities`` a share of
+    the conversation's turns, each of ``budgets`` a share of its tokens."""
     bad = [p for p in policies if p not in LOCOMO_POLICIES and scorer_for is None]
     if bad:
         raise MemirError(f"unknown policies {bad}; valid: {', '.join(LOCOMO_POLICIES)}")
     vectors = vectors or _vectors(convs, emb, progress)
     make = scorer_for or (lambda name, conv: locomo_policy(name, conv, model))
     runs = []
-    bar = progress_bar(len(policies) * len(capacities) * len(convs), "locomo", progress)
+    settings = [(p, "turns") for p in capacities] + [(p, "tokens") for p in budgets]
+    bar = progress_bar(len(policies) * len(settings) * len(convs), "locomo", progress)
     for name in policies:
-        for p in capacities:
+        for p, unit in settings:
             for conv in convs:
                 tv, qv = vectors[conv.sample_id]
-                run = replay_conversation(conv, make(name, conv), emb, p, k=k, turn_vectors=tv, question_vectors=qv)
+                run = replay_conversation(conv, make(name, conv), emb, p, k=k, turn_vectors=tv, question_vectors=qv,
+                                          unit=unit)
                 run.policy = name
                 runs.append(run)
                 if bar is not None:
@@ -80,10 +84,11 @@ def evaluate_locomo(convs: Sequence[Conversation], policies: Sequence[str], capa
 
 
 def summarize_locomo(runs: Sequence[ConversationRun]) -> dict[str, dict[str, Any]]:
-    """Pooled over conversations, per policy and capacity: ``summary[policy][str(p)]``."""
+    """Pooled over conversations, per policy and budget: ``summary[policy][label]``, the label ``"0.1"``
+    (a share of the turns) or ``"0.1 tokens"`` (a share of the tokens)."""
     out: dict[str, dict[str, Any]] = {}
     for r in runs:
-        cell = out.setdefault(r.policy, {}).setdefault(str(r.capacity), {
+        cell = out.setdefault(r.policy, {}).setdefault(r.label, {
             "cat": {str(c): [0, 0] for c in RECALL_CATEGORIES}, "ret": {str(c): [0, 0] for c in RECALL_CATEGORIES},
             "conversations": 0, "violations": 0})
         cell["conversations"] += 1
@@ -107,17 +112,29 @@ def summarize_locomo(runs: Sequence[ConversationRun]) -> dict[str, dict[str, Any
 
 
 def locomo_table(summary: dict[str, dict[str, Any]]) -> str:
-    """Plain-text table: policy × capacity × category (evidence recall) + retrieval recall@k."""
+    """Plain-text table: policy × budget × category (evidence recall) + retrieval recall@k."""
     cats = [str(c) for c in RECALL_CATEGORIES]
-    head = f"{'policy':<18} {'p':>5} {'recall':>7} " + " ".join(f"{'cat' + c:>6}" for c in cats) + f" {'ret@k':>7}"
+    head = f"{'policy':<18} {'p':>12} {'recall':>7} " + " ".join(f"{'cat' + c:>6}" for c in cats) + f" {'ret@k':>7}"
     lines = [head, "-" * len(head)]
     f = (lambda v: f"{v:.3f}" if isinstance(v, (int, float)) else "  -  ")
     for pol, caps in summary.items():
-        for p, cell in sorted(caps.items(), key=lambda kv: float(kv[0])):
-            lines.append(f"{pol:<18} {float(p):>5.2f} {f(cell['recall']):>7} "
+        for p, cell in sorted(caps.items(), key=lambda kv: budget_key(kv[0])):
+            lines.append(f"{pol:<18} {budget_text(p):>12} {f(cell['recall']):>7} "
                          + " ".join(f"{f(cell['by_category'][c]):>6}" for c in cats)
                          + f" {f(cell['retrieval_recall_at_k']):>7}")
     return "\n".join(lines)
+
+
+def budget_key(label: str) -> tuple[str, float]:
+    """A summary key ``"0.1"`` (share of turns) or ``"0.1 tokens"`` (share of tokens) as a sort key."""
+    p, _, unit = str(label).partition(" ")
+    return unit or "turns", float(p)
+
+
+def budget_text(label: str) -> str:
+    """``"0.10"`` or ``"0.10 (tokens)"``: a summary key as a table shows it."""
+    unit, p = budget_key(label)
+    return f"{p:.2f}" if unit == "turns" else f"{p:.2f} ({unit})"
 
 
 def load_all(files: Sequence[str]) -> list[Conversation]:

@@ -10,6 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from .locomo import budget_key, budget_text
+
 __all__ = ["markdown", "save_figure", "write_report"]
 
 _CAT_NAMES = {"1": "multi-hop", "2": "temporal", "3": "open-domain", "4": "single-hop"}
@@ -23,15 +25,7 @@ _LME_TYPES = ("single-session-user", "single-session-assistant", "single-session
               "temporal-reasoning", "knowledge-update")
 
 
-def _budget(label: str) -> tuple[str, float]:
-    """A summary key ``"0.05"`` (share of turns) or ``"0.05 tokens"`` (share of tokens) as a sort key."""
-    p, _, unit = str(label).partition(" ")
-    return unit or "turns", float(p)
-
-
-def _p(label: str) -> str:
-    unit, p = _budget(label)
-    return f"{p:.2f}" if unit == "turns" else f"{p:.2f} ({unit})"
+_budget, _p = budget_key, budget_text
 
 
 def markdown(payload: dict[str, Any]) -> str:
@@ -55,8 +49,8 @@ def markdown(payload: dict[str, Any]) -> str:
                 "| policy | p | recall | " + " | ".join(f"cat {c} ({n})" for c, n in _CAT_NAMES.items())
                 + " | retrieval@k |", "|---|---|---|" + "---|" * len(_CAT_NAMES) + "---|"]
         for pol, caps in loc["summary"].items():
-            for p, cell in sorted(caps.items(), key=lambda kv: float(kv[0])):
-                out.append(f"| {pol} | {float(p):.2f} | {_f(cell['recall'])} | "
+            for p, cell in sorted(caps.items(), key=lambda kv: _budget(kv[0])):
+                out.append(f"| {pol} | {_p(p)} | {_f(cell['recall'])} | "
                            + " | ".join(_f(cell["by_category"][c]) for c in _CAT_NAMES)
                            + f" | {_f(cell['retrieval_recall_at_k'])} |")
         out.append("")
@@ -110,9 +104,12 @@ def _plots(payload: dict[str, Any], out_dir: Path, stem: str = "lme") -> list[Pa
     if loc:
         fig, ax = plt.subplots(figsize=(6, 4))
         for pol, caps in loc["summary"].items():
-            xs = sorted(caps, key=float)
-            ax.plot([float(x) for x in xs], [caps[x]["recall"] for x in xs], marker="o", label=pol)
-        ax.set(xlabel="capacity p (share of turns kept)", ylabel="evidence recall (cat 1–4)",
+            for unit, style in (("turns", "-"), ("tokens", ":")):
+                xs = sorted((x for x in caps if _budget(x)[0] == unit), key=_budget)
+                if xs:
+                    ax.plot([_budget(x)[1] for x in xs], [caps[x]["recall"] for x in xs], style, marker="o",
+                            label=pol if unit == "turns" else f"{pol} (token budget)")
+        ax.set(xlabel="capacity p (share of turns kept; dotted: of tokens)", ylabel="evidence recall (cat 1–4)",
                title="Conversations: recall vs capacity")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
@@ -120,7 +117,7 @@ def _plots(payload: dict[str, Any], out_dir: Path, stem: str = "lme") -> list[Pa
         paths.append(out_dir / "locomo_recall_vs_capacity.png")
         fig.savefig(paths[-1], dpi=120)
         plt.close(fig)
-        caps_all = sorted({p for c in loc["summary"].values() for p in c}, key=float)
+        caps_all = sorted({p for c in loc["summary"].values() for p in c}, key=_budget)
         fig, axes = plt.subplots(1, len(caps_all), figsize=(4.5 * len(caps_all), 4), squeeze=False)
         pols = list(loc["summary"])
         width = 0.8 / max(len(pols), 1)
@@ -133,7 +130,7 @@ def _plots(payload: dict[str, Any], out_dir: Path, stem: str = "lme") -> list[Pa
                 ax.bar([i + j * width for i in range(len(_CAT_NAMES))], vals, width, label=pol)
             ax.set_xticks([i + 0.4 - width / 2 for i in range(len(_CAT_NAMES))], list(_CAT_NAMES.values()),
                           fontsize=8)
-            ax.set(title=f"p = {float(p):.2f}", ylabel="evidence recall", ylim=(0, 1))
+            ax.set(title=f"p = {_p(p)}", ylabel="evidence recall", ylim=(0, 1))
         axes[0][-1].legend(fontsize=6)
         fig.tight_layout()
         paths.append(out_dir / "locomo_by_category.png")

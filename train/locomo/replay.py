@@ -30,7 +30,7 @@ from runtime.encoders import Embedder
 from runtime.scoring import Scorer
 
 from ..oracle import HindsightOracle
-from ..stream import StreamDecision, StreamTurn, stored_texts, stream_conversation
+from ..stream import StreamDecision, StreamTurn, stored_texts, stream_conversation, token_budget_for
 from .protocol import capacity_for, evidence_counts
 from .reader import RECALL_CATEGORIES, Conversation, parse_session_datetime
 
@@ -56,7 +56,8 @@ class ConversationRun:
     """The outcome of one conversation under one policy and capacity.
 
     Attributes:
-        sample_id, policy, capacity (p), K, n_turns: the setting.
+        sample_id, policy, capacity (p), K, n_turns, unit: the setting (``unit = "turns"``: K turns kept,
+            K = round(p × n_turns); ``"tokens"``: K tokens, K = round(p × the conversation's tokens)).
         kept: dia_ids still held at the end, in stream order.
         recall: evidence recall over (question, evidence turn) pairs of categories 1–4.
         by_category: recall per category (``"1"``..``"4"``; ``None`` when a category has no pairs).
@@ -89,10 +90,16 @@ class ConversationRun:
     decisions: list[StreamDecision] = field(default_factory=list)
     violations: int = 0
     seconds: float = 0.0
+    unit: str = "turns"
+
+    @property
+    def label(self) -> str:
+        """The budget as reported: ``"0.1"`` (a share of the turns) or ``"0.1 tokens"``."""
+        return str(self.capacity) if self.unit == "turns" else f"{self.capacity} tokens"
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON row of ``python -m train.eval locomo`` (no decisions)."""
-        return {"policy": self.policy, "capacity": self.capacity, "sample_id": self.sample_id, "K": self.K,
+        return {"policy": self.policy, "capacity": self.capacity, "unit": self.unit, "sample_id": self.sample_id, "K": self.K,
                 "n_turns": self.n_turns, "kept": self.kept, "recall": self.recall,
                 "by_category": self.by_category, "n_pairs": self.n_pairs, "hits": self.hits,
                 "retrieval_recall_at_k": self.retrieval_recall_at_k,
@@ -125,33 +132,41 @@ def stream_turns(conv: Conversation) -> list[StreamTurn]:
 
 def replay_conversation(conv: Conversation, scorer: Scorer, embedder: Embedder, p: float, *, k: int = 5,
                         record: bool = False, turn_vectors: np.ndarray | None = None,
-                        question_vectors: np.ndarray | None = None) -> ConversationRun:
+                        question_vectors: np.ndarray | None = None, unit: str = "turns") -> ConversationRun:
     """Stream ``conv`` through the public API under ``scorer`` at capacity ``p`` (module docstring).
 
     Args:
         conv: a validated conversation (:func:`train.locomo.reader.load_locomo`).
         scorer: the retention policy (any ``runtime.scoring.Scorer``).
         embedder: the store's encoder (turns and questions are embedded with it).
-        p: capacity as a fraction of the conversation's turns, in (0, 1].
+        p: the budget as a fraction of the conversation's turns (``unit="turns"``) or of its tokens
+            (``unit="tokens"``: the solver counting ≈ 4 characters a token of each stored turn), in (0, 1].
         k: hits per question for retrieval recall@k.
         record: keep every decision's ids, features and outcome (for training rows).
         turn_vectors: precomputed embeddings of the turns' stored texts
             (:func:`train.stream.stored_texts` of :func:`stream_turns`; skips encoding).
         question_vectors: precomputed embeddings of the category 1–4 questions, in ``conv.qa`` order.
+        unit: ``"turns"`` or ``"tokens"`` (what ``p`` is a share of).
 
     Returns:
         A :class:`ConversationRun`.
     """
     t0 = time.perf_counter()
-    K = capacity_for(conv, p)
     turns = stream_turns(conv)
+    if unit == "turns":
+        K, budget = capacity_for(conv, p), None
+    elif unit == "tokens":
+        K = budget = token_budget_for(turns, p)
+    else:
+        raise ValueError(f"unit must be 'turns' or 'tokens', got {unit!r}")
     vecs = (np.asarray(turn_vectors, np.float32) if turn_vectors is not None
             else np.asarray(embedder.encode(stored_texts(turns)), np.float32))
     if vecs.shape[0] != len(turns):
         raise ValueError(f"turn_vectors has {vecs.shape[0]} rows for {len(turns)} turns")
     to_dia = {memory_id(t.dia_id): t.dia_id for t in conv.turns}
     retrieval: list[Any] = []
-    res = stream_conversation(turns, vecs, scorer, embedder, K, user_id=f"locomo_{memory_id(conv.sample_id)}",
+    res = stream_conversation(turns, vecs, scorer, embedder, None if budget is not None else K,
+                              budget_tokens=budget, user_id=f"locomo_{memory_id(conv.sample_id)}",
                               record=record, after=lambda scope, now: retrieval.append(
                                   _retrieval(conv, scope, embedder, k, now, question_vectors)))
     kept_set = {to_dia.get(i, i) for i in res.kept}
@@ -173,7 +188,7 @@ def replay_conversation(conv: Conversation, scorer: Scorer, embedder: Embedder, 
         n_pairs=n_pairs, hits=n_hits, retrieval_recall_at_k=r_all, retrieval_by_category=r_cat,
         k=k, category_counts={str(c): [hits[c], pairs[c]] for c in RECALL_CATEGORIES},
         retrieval_counts=r_counts, decisions=res.decisions, violations=res.violations,
-        seconds=time.perf_counter() - t0)
+        seconds=time.perf_counter() - t0, unit=unit)
 
 
 def recall_questions(conv: Conversation) -> list[int]:

@@ -107,3 +107,27 @@ def test_dev_split_baselines_match_the_data_readme() -> None:
     assert pooled(lambda c: RecencyScorer(), 0.1) == pytest.approx(0.09, abs=0.01)
     assert pooled(locomo_oracle, 0.1) == pytest.approx(0.61, abs=0.01)
     assert pooled(lambda c: LongestScorer(), 0.1) == pytest.approx(0.26, abs=0.02)
+
+
+def test_a_token_budget_holds_the_tokens_and_is_reported_beside_turn_counts() -> None:
+    from runtime.retention import approx_tokens
+    from train.eval.locomo import evaluate_locomo, locomo_table, summarize_locomo
+    from train.locomo.replay import stream_turns
+    from train.stream import stored_texts, token_budget_for
+
+    c = conv()
+    turns = stream_turns(c)
+    texts = dict(zip((t.memory_id for t in turns), stored_texts(turns), strict=True))
+    run = replay_conversation(c, LongestScorer(), EMB, 0.3, unit="tokens")
+    assert run.unit == "tokens" and run.label == "0.3 tokens" and run.violations == 0
+    assert run.K == token_budget_for(turns, 0.3) > 0
+    assert sum(approx_tokens(texts[memory_id(d)]) for d in run.kept) <= run.K
+    by_turns = replay_conversation(c, LongestScorer(), EMB, 0.3)
+    assert by_turns.label == "0.3" and by_turns.K == 2  # round(0.3 × 8 turns)
+    with pytest.raises(ValueError, match="unit"):
+        replay_conversation(c, LongestScorer(), EMB, 0.3, unit="words")
+    runs = evaluate_locomo([c], ["longest"], [0.3], EMB, progress=False, budgets=[0.3])
+    summary = summarize_locomo(runs)
+    assert set(summary["longest"]) == {"0.3", "0.3 tokens"}
+    assert summary["longest"]["0.3 tokens"]["recall"] == run.recall
+    assert "0.30 (tokens)" in locomo_table(summary)

@@ -11,7 +11,7 @@ export TRANSFORMERS_OFFLINE := 1
 export MEMIR_ENCODER_DIR := $(ENCODER_DIR)
 
 .DEFAULT_GOAL := help
-.PHONY: help install encoder test test-fast train eval bench lint dist clean
+.PHONY: help install encoder browser test test-fast train eval bench lint docs dist clean
 
 help: ## Show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-10s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -30,7 +30,15 @@ $(ENCODER_DIR)/model.onnx: | $(BIN)/.installed
 
 encoder: $(ENCODER_DIR)/model.onnx ## Export the offline all-MiniLM-L6-v2 encoder to ONNX (once)
 
-test: install encoder ## Run the test suite (fails on failures and on "no tests")
+CHROMIUM := $(firstword $(wildcard /usr/lib/chromium/chromium /usr/bin/chromium))
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+
+browser: ## Debian's Chromium + ChromeDriver for the inspector's browser tests (apt; once)
+	@if [ -z "$(CHROMIUM)" ] || ! command -v chromedriver >/dev/null; then \
+	  echo "installing chromium and chromium-driver (Debian) for the browser tests"; \
+	  $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q chromium chromium-driver; fi
+
+test: install encoder browser ## Run the test suite (fails on failures and on "no tests")
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 test-fast: install ## Tests without the slow end-to-end ones
@@ -49,6 +57,9 @@ bench: install encoder ## Benchmarks: store, retention, scorer, encoder, batch, 
 lint: install ## ruff + mypy on runtime/, utilitynet/ and train/
 	$(BIN)/ruff check runtime utilitynet train tests
 	$(BIN)/mypy runtime utilitynet train
+
+docs: install ## Build the documentation site into site/ (mkdocs --strict: a broken link or reference fails)
+	$(BIN)/mkdocs build --strict
 
 dist: install ## Build the wheel and sdist into dist/ (version: pyproject.toml; changes: CHANGELOG.md)
 	rm -rf dist build

@@ -33,6 +33,7 @@ Examples:
     memir encoder install
     memir mcp serve agent.sqlite --user u42          # the memory tools over MCP (stdio)
     memir types discover agent.sqlite --user u42     # kinds of memories no label describes
+    memir ui agent.sqlite --user u42                 # a read-only web inspector on localhost
 """
 
 from __future__ import annotations
@@ -444,6 +445,37 @@ def cmd_mcp_serve(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_ui(a: argparse.Namespace) -> int:
+    if a.admin == (a.user is not None):
+        raise CliError("usage", "--admin shows every user; --user one" if a.admin else "no user to show",
+                       "pass --user U (and --agent A) to inspect one user, or --admin for every user")
+    token = a.token or os.environ.get("MEMIR_UI_TOKEN") or None
+    from .ui.app import LOOPBACK  # MissingDependencyError (exit 6, naming the `ui` extra) without it
+    if token is None and a.host not in LOOPBACK:
+        from .ui import new_token
+        token = new_token()
+    from .store import StoreConfig
+    from .ui import bind, serve
+    with _store(a, config=StoreConfig(log_recalls=False)) as store:
+        if a.user is not None:
+            _scope(store, a)  # an unknown user fails here, with the known ones named
+        if a.quarantine is not None and not Path(a.quarantine).is_file():
+            raise CliError("missing", f"no quarantine file at {a.quarantine}", "check the path (memir score writes "
+                                                                               "OUT.quarantine.jsonl)")
+        try:
+            sock = bind(a.host, a.port)
+        except OSError as e:
+            raise CliError("os", f"cannot listen on {a.host}:{a.port} ({e.strerror or e})",
+                           "pick another --port (or --port 0 for any free one), or stop what uses it") from None
+        host, port = sock.getsockname()[:2]
+        url = f"http://{f'[{host}]' if ':' in host else host}:{port}/" + (f"?token={token}" if token else "")
+        who = "every user (admin)" if a.admin else f"{a.user}/{a.agent}"
+        print(f"memir ui: {who} of {redact_url(a.db)}, read-only, on {url}", file=sys.stderr, flush=True)
+        serve(store, user_id=a.user, agent_id=a.agent, admin=a.admin, host=a.host, token=token,
+              quarantine=a.quarantine, sock=sock)
+    return 0
+
+
 def cmd_types(a: argparse.Namespace) -> int:
     # MissingDependencyError (exit 6, naming the `discovery` extra) without scikit-learn
     from .store.discovery import apply_type, discover_types
@@ -737,6 +769,20 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--capacity", type=int, default=None, help="retention capacity for retain_now (e.g. "
                                                                "--capacity 200; default: no count limit)")
     sp.add_argument("--create", action="store_true", help="create an empty store if there is none at DB")
+
+    sp = add("ui", cmd_ui, "a local, read-only web inspector: memories, retention decisions and why, time travel, "
+                           "a recall playground, store health",
+             "memir ui agent.sqlite --user u42     (then open the printed address; pip install 'memir-runtime[ui]')")
+    db(sp)
+    who(sp, required=False)
+    sp.add_argument("--admin", action="store_true", help="show every user (a users page lists them) instead of one")
+    sp.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; any other "
+                                                        "address requires a token, made up and printed if not given)")
+    sp.add_argument("--port", type=int, default=8765, help="port (default 8765; 0 = any free port, printed)")
+    sp.add_argument("--token", default=None, help="require this token on every request (default: $MEMIR_UI_TOKEN; "
+                                                  "none on localhost)")
+    sp.add_argument("--quarantine", type=_path, default=None, help="a memir score quarantine file whose last errors "
+                                                                   "the health page lists")
 
     sp = add("types", None, "discover kinds of memories no sub_role, source_type or tag describes; tag one",
              "memir types discover agent.sqlite --user u42")

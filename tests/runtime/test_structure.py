@@ -19,7 +19,7 @@ from runtime.encoders import HashEmbedder
 from runtime.scoring import FakeScorer
 
 ROOT = Path(__file__).resolve().parents[2]
-ROOMS = {"experiments", "record", "store", "retention", "scoring", "encoders", "annotate", "batch", "integrations"}
+ROOMS = {"experiments", "record", "store", "retention", "scoring", "encoders", "annotate", "batch", "integrations", "ui"}
 
 
 def _module(frame: FrameType | None) -> str | None:

@@ -409,6 +409,17 @@ def cmd_encoder(a: argparse.Namespace) -> int:
     return 0
 
 
+def _listen(bind: Any, host: str, port: int) -> tuple[Any, str]:
+    """A listening socket from ``bind(host, port)`` and its base address (``http://host:port``)."""
+    try:
+        sock = bind(host, port)
+    except OSError as e:
+        raise CliError("os", f"cannot listen on {host}:{port} ({e.strerror or e})",
+                       "pick another --port (or --port 0 for any free one), or stop what uses it") from None
+    h, p = sock.getsockname()[:2]
+    return sock, f"http://{f'[{h}]' if ':' in h else h}:{p}"
+
+
 def cmd_mcp_serve(a: argparse.Namespace) -> int:
     if a.tokens is not None and a.transport != "http":
         raise CliError("usage", "--tokens authenticates HTTP requests; over stdio the server serves --user",
@@ -432,13 +443,8 @@ def cmd_mcp_serve(a: argparse.Namespace) -> int:
             print(f"memir mcp: serving {who} from {redact_url(a.db)} over stdio", file=sys.stderr, flush=True)
             server.run_stdio()
             return 0
-        try:
-            sock = bind(a.host, a.port)
-        except OSError as e:
-            raise CliError("os", f"cannot listen on {a.host}:{a.port} ({e.strerror or e})",
-                           "pick another --port (or --port 0 for any free one), or stop what uses it") from None
-        host, port = sock.getsockname()[:2]
-        url = f"http://{f'[{host}]' if ':' in host else host}:{port}/mcp"
+        sock, base = _listen(bind, a.host, a.port)
+        url = f"{base}/mcp"
         note = "" if tokens is not None else " — no authentication: anyone who reaches it acts as this user"
         print(f"memir mcp: serving {who} from {redact_url(a.db)} on {url}{note}", file=sys.stderr, flush=True)
         server.run_http(sock)
@@ -462,13 +468,8 @@ def cmd_ui(a: argparse.Namespace) -> int:
         if a.quarantine is not None and not Path(a.quarantine).is_file():
             raise CliError("missing", f"no quarantine file at {a.quarantine}", "check the path (memir score writes "
                                                                                "OUT.quarantine.jsonl)")
-        try:
-            sock = bind(a.host, a.port)
-        except OSError as e:
-            raise CliError("os", f"cannot listen on {a.host}:{a.port} ({e.strerror or e})",
-                           "pick another --port (or --port 0 for any free one), or stop what uses it") from None
-        host, port = sock.getsockname()[:2]
-        url = f"http://{f'[{host}]' if ':' in host else host}:{port}/" + (f"?token={token}" if token else "")
+        sock, base = _listen(bind, a.host, a.port)
+        url = f"{base}/" + (f"?token={token}" if token else "")
         who = "every user (admin)" if a.admin else f"{a.user}/{a.agent}"
         print(f"memir ui: {who} of {redact_url(a.db)}, read-only, on {url}", file=sys.stderr, flush=True)
         serve(store, user_id=a.user, agent_id=a.agent, admin=a.admin, host=a.host, token=token,

@@ -121,7 +121,7 @@ def _problem_if(p: list[tuple[str, str]], bad: bool, name: str, msg: str) -> Non
 
 @dataclass(frozen=True)
 class EnrichConfig:
-    """What write-time enrichment does (all off by default: see the README for the measured cost).
+    """What write-time enrichment does (all off by default: docs/agent-api.md gives the measured cost).
 
     Attributes:
         tone: fill ``tone`` (when the caller gave none), ``attributes["intent"]`` and urgency.

@@ -11,7 +11,7 @@ Example:
     ...       user_id="alice", metadata={"category": "food"})              # doctest: +SKIP
     >>> m.search("what can alice eat?", user_id="alice", limit=3)["results"][0]["memory"]  # doctest: +SKIP
 
-How mem0's fields map onto memir (the migration note in the README repeats this table):
+How mem0's fields map onto memir (the migration note in docs/integrations.md repeats this table):
 
 ==================  ==========================================================================
 mem0                memir
@@ -234,7 +234,7 @@ class _Base:
         unknown = sorted(set(cfg) - {"path", "user_id", "agent_id", "capacity"})
         if unknown:
             raise ValidationError(f"memir's Memory does not take {unknown}: it stores into one memir store "
-                                  "(path=) with its own encoder; see the mem0 migration note in the README",
+                                  "(path=) with its own encoder; see the mem0 migration note in docs/integrations.md",
                                   field=unknown[0])
         capacity = cfg.pop("capacity", None)
         policy = RetentionPolicy(capacity=capacity) if capacity is not None else None
@@ -284,7 +284,8 @@ class Memory(_Base):
 
     Args:
         path: a store path or URL, or an open :class:`~runtime.MemoryStore`.
-        user_id, agent_id: bind the facade to one scope (calls may still pass their own).
+        user_id: bind the facade to one user (calls may still pass their own).
+        agent_id: the agent of that scope (calls may still pass their own).
         policy: the retention policy of the scopes it opens (capacity, triggers).
         extractor: an optional fact extractor for ``infer=True`` (an LLM call, say).
         **open_kwargs: passed to ``MemoryStore.open`` (``embedder``, ``config``).

@@ -398,7 +398,8 @@ class Scope:
             kind: ``resolved`` (``value`` True/False, default True), ``satisfaction`` (``value`` in
                 [0, 1]), ``useful`` or ``wrong`` (a recalled memory helped or misled: ``memory_id``).
             memory_id: the memory a ``useful``/``wrong`` event is about (a memory of this scope).
-            task_id, session_id: what the outcome belongs to (optional).
+            task_id: the task the outcome belongs to (optional).
+            session_id: the session it belongs to (optional).
             now: when it happened (default: now, UTC).
 
         Returns:

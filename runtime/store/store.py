@@ -142,7 +142,8 @@ class MemoryStore:
         """The only way to read or write memories: everything it does is confined to this user/agent.
 
         Args:
-            user_id, agent_id: the tenant (letters, digits and ``_ . : @ -``, 1–128 characters).
+            user_id: the user (letters, digits and ``_ . : @ -``, 1–128 characters).
+            agent_id: the agent (the same alphabet; default ``"default"``).
             policy: this scope's retention policy (default: ``StoreConfig.policy``).
         """
         self._db.check_open()

@@ -14,7 +14,7 @@ int8       388                                     int8 codes + scale   4-byte s
 
 ``int8`` is symmetric per-vector quantisation: ``scale = max|v| / 127``, ``q = round(v / scale)``
 (the scale is stored for readers of the raw bytes). Decoding re-normalises to unit length, so a cold vector is still compared by inner product. What
-this costs in recall is measured by ``python -m train.eval tiers`` (README "Figures").
+this costs in recall is measured by ``python -m train.eval tiers`` (docs/benchmarks.md).
 
 A cold memory is *promoted* on access: a recall (with ``update_usage``, the default) that returns
 an archived memory moves it back to the working tier, with its vector back at float32 (the

@@ -59,9 +59,11 @@ def serve(store: MemoryStore, *, user_id: str | None = None, agent_id: str = "de
     """Serve the inspector over ``store`` until interrupted (uvicorn, one process).
 
     Args:
-        user_id, agent_id: the scope shown (required unless ``admin``).
+        user_id: the user shown (required unless ``admin``).
+        agent_id: that user's agent (default ``"default"``).
         admin: show any scope (a users page lists them).
-        host, port: where to listen; a non-loopback ``host`` needs a ``token``.
+        host: the address to listen on; a non-loopback one needs a ``token``.
+        port: the port (``0``: any free one).
         token: required on every request when set.
         quarantine: a ``memir score`` quarantine file for the health page.
         sock: an already bound socket (:func:`bind`) instead of ``port``.

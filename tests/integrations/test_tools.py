@@ -192,9 +192,9 @@ def test_acall_tool_awaits_the_scopes_async_methods_when_it_has_them() -> None:
 
 def test_readme_tools_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                    capsys: pytest.CaptureFixture[str]) -> None:
-    """The README's function-calling example (a ```python tools block) runs as written."""
-    block = re.search(r"```python tools\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
-    assert block is not None, "README lost its function-calling example"
+    """The function-calling example (docs/integrations.md, the block tagged tools) runs as written."""
+    from tests.docs.examples import block
+    code = block("tools").code
     from runtime.encoders import load_default_embedder
     from runtime.errors import EncoderUnavailableError
     try:
@@ -202,6 +202,6 @@ def test_readme_tools_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     except EncoderUnavailableError:
         pytest.skip("the ONNX encoder is not exported here (make encoder)")
     monkeypatch.chdir(tmp_path)
-    exec(compile(block.group(1), "README.md", "exec"), {"__name__": "readme"})
+    exec(compile(code, "docs/integrations.md", "exec"), {"__name__": "readme"})
     out = capsys.readouterr().out
     assert "'content': 'Alice flies to Oslo on 3 May'" in out and "[Memory 1" in out and "Oslo" in out.split("[Memory 1")[1]

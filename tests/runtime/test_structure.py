@@ -92,9 +92,9 @@ def test_no_module_takes_another_modules_private_names() -> None:
     assert offenders == []
 
 
-def test_the_rooms_are_the_readme_layout() -> None:
+def test_the_rooms_are_the_documented_layout() -> None:
     rooms = {p.name for p in (ROOT / "runtime").iterdir() if p.is_dir() and not p.name.startswith("__")}
     assert rooms == ROOMS
-    readme = (ROOT / "README.md").read_text()
+    layout = (ROOT / "docs" / "architecture.md").read_text()
     for room in rooms:
-        assert f"`runtime/{room}/`" in readme, f"README's layout table does not describe runtime/{room}/"
+        assert f"`runtime/{room}/`" in layout, f"docs/architecture.md's layout table does not describe runtime/{room}/"

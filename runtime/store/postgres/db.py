@@ -351,7 +351,7 @@ class PgDB:
         (this waits up to ``wait_s`` for the lock, then raises). ``CHECKPOINT`` needs the
         ``pg_checkpoint`` role (or superuser); without it the server's own next checkpoint does the
         same. WAL segments written before may still hold the deleted rows until the server recycles
-        and overwrites them (see the README).
+        and overwrites them (see docs/security.md).
 
         Raises:
             DeletionPendingError: a table's lock could not be had within ``wait_s``; the rows are

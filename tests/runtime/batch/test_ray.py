@@ -97,11 +97,9 @@ def test_the_readme_cluster_example_runs_on_two_nodes_with_token_auth(tmp_path: 
     """The README's ```bash ray-cluster block, run as written on two nodes of this machine: only the
     head's host name and port, the shared paths, and (for a small machine) the nodes' CPUs and temp
     directory are substituted. The scores equal the local engine's."""
-    import re
 
-    block = re.search(r"```bash ray-cluster\n(.*?)```", (Path(__file__).resolve().parents[3] / "README.md").read_text(),
-                      re.S)
-    assert block is not None, "README lost its Ray cluster example"
+    from tests.docs.examples import block as doc_block
+    block = doc_block("ray-cluster", "bash")
     shared = tmp_path / "shared"
     (shared / "dumps").mkdir(parents=True)
     rows = varied_rows(120, seed=5)
@@ -109,7 +107,7 @@ def test_the_readme_cluster_example_runs_on_two_nodes_with_token_auth(tmp_path: 
     local = score_dump(shared / "dumps" / "part-1.parquet", tmp_path / "local.jsonl", _cfg(model), progress=False)
     temp = Path("/tmp") / f"ray-doc-{os.getpid()}"
     port = str(_free_port())
-    script = (block.group(1).replace("head-node", "127.0.0.1").replace("6379", port).replace("/shared", str(shared))
+    script = (block.code.replace("head-node", "127.0.0.1").replace("6379", port).replace("/shared", str(shared))
               .replace("<the token from step 1>", "$RAY_AUTH_TOKEN")
               .replace("ray start --head", f"ray start --num-cpus 1 --temp-dir {temp} --include-dashboard=false "
                                            "--disable-usage-stats --head")

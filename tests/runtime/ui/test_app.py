@@ -192,3 +192,21 @@ def test_health_lists_quarantine_errors_but_never_the_rejected_records(demo: Any
     html = client(store, quarantine=q).get("/health").text
     assert "3 records quarantined" in text(html) and "must not be empty" in html
     assert SECRET not in html and "[API_KEY]" in html  # the reason is redacted; the record is never shown
+
+
+@pytest.mark.sqlite_only
+def test_the_command_refuses_what_it_cannot_serve(demo: Any, capsys: pytest.CaptureFixture[str],
+                                                   tmp_path: Path) -> None:
+    from runtime.cli import main
+
+    d, _ = demo
+    db = str(d.target)
+    for argv, code, said in ((["ui", db], 2, "no user to show"),
+                             (["ui", db, "--user", "alice", "--admin"], 2, "--admin shows every user"),
+                             (["ui", db, "--user", "carol"], 5, "no user 'carol'"),
+                             (["ui", db, "--user", "alice", "--quarantine", str(tmp_path / "none.jsonl")], 3,
+                              "no quarantine file"),
+                             (["ui", str(tmp_path / "missing.sqlite"), "--user", "alice"], 3, "no store at")):
+        assert main(argv) == code, argv
+        err = capsys.readouterr().err
+        assert said in err and "Traceback" not in err, err

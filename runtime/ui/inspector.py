@@ -296,7 +296,8 @@ class Inspector:
         if self.admin:
             stats = self.store.admin_stats()
             store = {"tiers": stats.get("tiers", {}), "cold_format": stats.get("cold_format"),
-                     "encoders": stats.get("encoders", {}), "memories": stats.get("memories")}
+                     "encoders": stats.get("encoders", {}), "memories": stats.get("memories"),
+                     "scrub_pending": bool(stats.get("scrub_pending")), "dead_rows": stats.get("dead_rows")}
         backend = "postgresql" if self.store.path.startswith("postgres") else "sqlite"
         return Health(tiers, history, store, read_quarantine(self.quarantine) if self.quarantine else None, backend)
 

@@ -151,6 +151,7 @@ def test_every_cli_subcommand_good_and_bad(lean: dict[str, Path]) -> None:
         ["score", str(work / "notes.txt"), "-o", str(work / "missing" / "o.jsonl")],
         ["reembed", str(work / "nope.sqlite")],
         ["mcp", "serve", str(db), "--user", user],  # the MCP SDK is in the `integrations` extra: named in one line
+        ["ui", str(db), "--user", user],  # the inspector's web stack is in the `ui` extra: named in one line
     ]
     for args in bad:
         before = listing(work)
@@ -178,3 +179,43 @@ def test_the_facade_and_tool_schemas_need_no_extra(lean: dict[str, Path]) -> Non
     assert run([str(lean["py"]), "-c", code], cwd=work, env=env).stdout.strip() == "6 Prefers aisle seats"
     r = run([str(lean["py"]), "-c", "import runtime.integrations.langgraph_store"], cwd=work, env=env, check=False)
     assert r.returncode != 0 and "MissingDependencyError" in r.stderr and "memir-runtime[integrations]" in r.stderr
+
+
+def test_getting_started_on_the_wheel_to_an_explained_decision_in_the_inspector(lean: dict[str, Path]) -> None:
+    """A newcomer's path (docs/getting-started.md) on the wheel: the ``ui`` extra, the example, then
+    ``memir ui`` serving its pages (templates and static files come with the wheel)."""
+    if "encoder" not in lean:
+        pytest.skip("needs the encoder built by an earlier test")
+    import time
+    import urllib.request
+
+    from tests.docs.examples import block
+    run([str(lean["py"]), "-m", "pip", "install", "-q", "--disable-pip-version-check", f"{lean['wheel']}[ui]"],
+        cwd=lean["root"])
+    work = lean["root"] / "start"
+    work.mkdir()
+    env = env_for(lean, MEMIR_ENCODER_DIR=str(lean["encoder"]))
+    (work / "first.py").write_text(block("getting-started").code)
+    out = run([str(lean["py"]), "first.py"], cwd=work, env=env).stdout.splitlines()
+    assert out[1] == "4 kept of 6" and "(below_cut, archive)" in out[2]
+    proc = subprocess.Popen([str(lean["bin"] / "memir"), "ui", "first.sqlite", "--user", "ana", "--port", "0"],
+                            cwd=work, env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stderr.readline() if proc.stderr else ""
+        m = re.search(r"on (http://\S+)/", line)
+        assert m, line
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                decisions = urllib.request.urlopen(m.group(1) + "/decisions", timeout=10).read().decode()
+                break
+            except OSError:
+                assert time.monotonic() < deadline
+                time.sleep(0.2)
+        decision = re.findall(r'href="(/decision/dec_\w+)"', decisions)[0]
+        page = urllib.request.urlopen(m.group(1) + decision, timeout=10).read().decode()
+        assert 'id="utility-histogram"' in page and "below_cut" in page
+        assert urllib.request.urlopen(m.group(1) + "/static/style.css", timeout=10).status == 200
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)

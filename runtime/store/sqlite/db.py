@@ -258,7 +258,8 @@ class SqliteDB:
         return [(u, a, int(n)) for u, a, n in rows]
 
     def stats(self) -> dict[str, Any]:
-        """Counts by tier, source type, role, sensitivity and user; encoders; the last decisions."""
+        """Counts by tier, source type, role, sensitivity and user; encoders; the last decisions;
+        whether a deletion's bytes still wait in the WAL (``scrub_pending``)."""
         with self.read() as conn:
             q = conn.execute
             out: dict[str, Any] = {"path": self.path, "memories": q("SELECT count(*) FROM memories").fetchone()[0]}
@@ -276,6 +277,7 @@ class SqliteDB:
             out["cold_format"] = self.cold_format
             out["last_decisions"] = [json.loads(p) for (p,) in q(
                 "SELECT payload FROM decisions ORDER BY id DESC LIMIT 5").fetchall()]
+        out["scrub_pending"] = self.scrub_pending  # a deletion's old bytes still in the WAL (store.scrub())
         return out
 
     def experiments(self) -> list[str]:

@@ -142,7 +142,8 @@ def test_admin_mode_lists_every_user_and_shows_any(demo: Any) -> None:
     assert "alice" in users and "bob" in users
     assert "BLUEHERON" in c.get("/memories?user=bob&agent=default").text
     assert c.get("/memories?user=carol").status_code == 404
-    assert "vector formats" in c.get("/health?user=alice").text
+    health = text(c.get("/health?user=alice").text)
+    assert "vector formats" in health and "Pending scrubs:" in health
 
 
 def test_guards_read_only_host_token_and_headers(demo: Any) -> None:

@@ -33,21 +33,31 @@ CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
 SHOTS = os.environ.get("MEMIR_UI_SCREENSHOTS")
 
 
-@pytest.fixture
-def served(store_target: Any, onnx_encoder: Any, backend: str, tmp_path: Path) -> Iterator[tuple[str, Any]]:
-    """The demo store, and ``memir ui --user alice`` serving it on a free port (a child process)."""
-    demo = build(store_target("ui.sqlite"), onnx_encoder)
+def serve(target: Any, tmp_path: Path, *who: str) -> Iterator[str]:
+    """``memir ui TARGET WHO...`` on a free port, a child process as an operator starts it: its address."""
     env = {**os.environ, "HOME": str(tmp_path)}
-    cmd = [sys.executable, "-m", "runtime.cli", "ui", str(demo.target), "--user", "alice", "--port", "0"]
+    cmd = [sys.executable, "-m", "runtime.cli", "ui", str(target), *who, "--port", "0"]
     proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env)
     try:
         line = proc.stderr.readline() if proc.stderr else ""
         m = re.search(r"on (http://\S+)", line)
         assert m, f"memir ui did not start: {line!r}"
-        yield m.group(1), demo
+        yield m.group(1)
     finally:
         proc.terminate()
         proc.wait(timeout=20)
+
+
+@pytest.fixture
+def demo(store_target: Any, onnx_encoder: Any, backend: str) -> Any:
+    return build(store_target("ui.sqlite"), onnx_encoder)
+
+
+@pytest.fixture
+def served(demo: Any, tmp_path: Path) -> Iterator[tuple[str, Any]]:
+    """The demo store, and ``memir ui --user alice`` serving it."""
+    for url in serve(demo.target, tmp_path, "--user", "alice"):
+        yield url, demo
 
 
 @pytest.fixture
@@ -149,6 +159,14 @@ def test_a_person_walks_the_inspector(served: tuple[str, Any], browser: Any, onn
         then = scope.memories_at(past[0].decision_id)
         assert browser.find_element(By.ID, "travel-decision").text == past[0].decision_id
         assert ids(browser, "#travel-working tr[data-id]") == [w.memory_id for w in then.working]
+        box = browser.find_element(By.ID, "q")  # what would it have recalled then?
+        box.send_keys("which food allergy?")
+        browser.find_element(By.ID, "go").click()
+        wait.until(ec.presence_of_element_located((By.ID, "travel-recall")))
+        vecs = onnx_encoder.encode([w.content or "" for w in then.working] + ["which food allergy?"])
+        sims = [float(v @ vecs[-1]) for v in vecs[:-1]]
+        best = then.working[max(range(len(sims)), key=sims.__getitem__)].memory_id
+        assert ids(browser, "#travel-recall li")[0] == best
         check_page(browser, "time_travel")
 
         # Recall playground: type a query; the hits and the prompt block are the API's.
@@ -177,3 +195,37 @@ def test_a_person_walks_the_inspector(served: tuple[str, Any], browser: Any, onn
         html = unescape(browser.page_source)
         assert f"no memory '{bob.id}' in scope user='alice'" in html  # what the API says of a foreign id
         assert bob.content not in html and "BLUEHERON" not in html
+
+
+def test_an_admin_picks_a_user_and_sees_only_that_user(demo: Any, tmp_path: Path, browser: Any,
+                                                       onnx_encoder: Any) -> None:
+    """``--admin``: the users page lists every scope; each page after it shows the one picked."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    wait = WebDriverWait(browser, 30)
+    with MemoryStore.open(demo.target, embedder=onnx_encoder, create=False) as store:
+        users = [(u, a) for u, a, _ in store.admin_users()]
+        bob = [r.id for r in store.scope(user_id="bob").list(tier="any")]
+        for url in serve(demo.target, tmp_path, "--admin"):
+            browser.get(url)
+            table = wait.until(ec.presence_of_element_located((By.ID, "users")))
+            assert [tuple(r.text.split()[:2]) for r in table.find_elements(By.CSS_SELECTOR, "tbody tr")] == users
+            if SHOTS:
+                Path(SHOTS).mkdir(parents=True, exist_ok=True)
+                browser.save_screenshot(str(Path(SHOTS) / "users.png"))
+            browser.find_element(By.LINK_TEXT, "bob").click()
+            wait.until(ec.presence_of_element_located((By.ID, "memories")))
+            assert browser.find_element(By.ID, "scope-label").text == "bob/default"
+            Select = __import__("selenium.webdriver.support.select", fromlist=["Select"]).Select
+            Select(browser.find_element(By.ID, "f-tier")).select_by_value("any")
+            browser.find_element(By.ID, "apply").click()
+            wait.until(ec.url_contains("tier=any"))
+            assert sorted(ids(browser, "tr.memory")) == sorted(bob)
+            assert "Zephyr" in browser.page_source and "peanuts" not in browser.page_source  # bob's, not alice's
+            browser.find_element(By.ID, "nav-decisions").click()  # links keep the user picked
+            wait.until(ec.presence_of_element_located((By.ID, "decisions")))
+            assert "user=bob" in browser.current_url
+            errors = [e for e in browser.get_log("browser") if e["level"] in ("SEVERE", "ERROR")]
+            assert not errors, errors

@@ -18,7 +18,8 @@ ROOT = Path(__file__).resolve().parents[2]
 FORBIDDEN = ["torch", "lightning", "pytorch_lightning", "datasets", "sentence_transformers", "transformers",
              "train", "cvxpy", "psycopg", "psycopg_pool", "pgvector",  # the SQLite path never loads the PostgreSQL driver
              "ray", "pyarrow",  # nor Ray or Arrow: `import runtime.batch` is free until a dump is scored
-             "langgraph", "langchain_core", "mcp"]  # the agent frameworks live in the `integrations` extra
+             "langgraph", "langchain_core", "mcp",  # the agent frameworks live in the `integrations` extra
+             "starlette", "jinja2", "uvicorn", "selenium", "mkdocs"]  # the inspector (`ui` extra) and the docs
 
 PROBE = """
 import json, sys, time

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -32,6 +33,7 @@ MASK = "•••••• (secret: masked)"
 """What the inspector shows instead of a secret memory's content."""
 
 TIERS = ("working", "archive")
+FACETS_TTL_S = 30.0
 
 
 def masked(rec: MemIR) -> str:
@@ -139,6 +141,7 @@ class Inspector:
         self.store, self.bound, self.admin = store, scope, admin
         self.quarantine = Path(quarantine) if quarantine else None
         self._scopes: dict[ScopeKey, Scope] = {}
+        self._facets: dict[ScopeKey, tuple[float, dict[str, list[str]]]] = {}
 
     # ------------------------------------------------------------------ scopes
     def scopes(self) -> list[tuple[ScopeKey, int]]:
@@ -191,7 +194,13 @@ class Inspector:
                 "recalls": rec.usage.access_count, "utility": rec.usage.utility}
 
     def facets(self, key: ScopeKey) -> dict[str, list[str]]:
-        """The values each filter can take in this scope (for the filter menus)."""
+        """The values each filter can take in this scope (for the filter menus). One pass over the
+        scope, remembered for ``FACETS_TTL_S`` seconds: a menu a few seconds behind the agent's
+        writes is fine, a second pass over 10⁴ memories on every page is not."""
+        now = time.monotonic()
+        hit = self._facets.get(key)
+        if hit is not None and now - hit[0] < FACETS_TTL_S:
+            return hit[1]
         out: dict[str, set[str]] = {k: set() for k in ("role", "sub_role", "dialog_role", "source", "session",
                                                         "tag", "sensitivity")}
         scope = self.scope(key)
@@ -206,7 +215,9 @@ class Inspector:
                 out["session"].add(rec.provenance.session_id)
             out["tag"].update(rec.metadata.tags)
             out["sensitivity"].add(rec.metadata.sensitivity.value)
-        return {k: sorted(v) for k, v in out.items()}
+        facets = {k: sorted(v) for k, v in out.items()}
+        self._facets[key] = (now, facets)
+        return facets
 
     def memory(self, key: ScopeKey, memory_id: str) -> dict[str, Any]:
         """One memory: record, tier, lineage, corrections, explanation. ``NotFoundError`` if not in the scope."""

@@ -19,7 +19,7 @@ from ..locomo.reader import RECALL_CATEGORIES, Conversation, load_locomo
 from ..locomo.replay import ConversationRun, locomo_oracle, replay_conversation
 from ..workers import progress_bar
 
-__all__ = ["DEFAULT_LOCOMO", "budget_key", "budget_text", "LOCOMO_POLICIES", "LOO_FIT", "evaluate_locomo", "load_all", "locomo_payload",
+__all__ = ["DEFAULT_LOCOMO", "budget_key", "budget_order", "budget_text", "LOCOMO_POLICIES", "LOO_FIT", "evaluate_locomo", "load_all", "locomo_payload",
            "locomo_policy", "locomo_table", "loo_locomo", "summarize_locomo", "progress_bar", "write_json",
            "embedder"]
 
@@ -118,7 +118,7 @@ def locomo_table(summary: dict[str, dict[str, Any]]) -> str:
     lines = [head, "-" * len(head)]
     f = (lambda v: f"{v:.3f}" if isinstance(v, (int, float)) else "  -  ")
     for pol, caps in summary.items():
-        for p, cell in sorted(caps.items(), key=lambda kv: budget_key(kv[0])):
+        for p, cell in sorted(caps.items(), key=lambda kv: budget_order(kv[0])):
             lines.append(f"{pol:<18} {budget_text(p):>12} {f(cell['recall']):>7} "
                          + " ".join(f"{f(cell['by_category'][c]):>6}" for c in cats)
                          + f" {f(cell['retrieval_recall_at_k']):>7}")
@@ -129,6 +129,12 @@ def budget_key(label: str) -> tuple[str, float]:
     """A summary key ``"0.1"`` (share of turns) or ``"0.1 tokens"`` (share of tokens) as a sort key."""
     p, _, unit = str(label).partition(" ")
     return unit or "turns", float(p)
+
+
+def budget_order(label: str) -> tuple[bool, float]:
+    """How tables list the budgets: shares of the turns first, then shares of the tokens, each ascending."""
+    unit, p = budget_key(label)
+    return unit != "turns", p
 
 
 def budget_text(label: str) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .locomo import budget_key, budget_text
+from .locomo import budget_key, budget_order, budget_text
 
 __all__ = ["markdown", "save_figure", "write_report"]
 
@@ -37,7 +37,7 @@ def markdown(payload: dict[str, Any]) -> str:
         out += ["## LongMemEval: evidence recall by question type", "", note, "",
                 "| policy | p | recall | " + " | ".join(_LME_TYPES) + " |", "|---|---|---|" + "---|" * len(_LME_TYPES)]
         for pol, caps in lme.items():
-            for p, cell in sorted(caps.items(), key=lambda kv: _budget(kv[0])):
+            for p, cell in sorted(caps.items(), key=lambda kv: budget_order(kv[0])):
                 out.append(f"| {pol} | {_p(p)} | {_f(cell['recall'])} | "
                            + " | ".join(_f(cell["by_type"].get(t)) for t in _LME_TYPES) + " |")
         out.append("")
@@ -49,7 +49,7 @@ def markdown(payload: dict[str, Any]) -> str:
                 "| policy | p | recall | " + " | ".join(f"cat {c} ({n})" for c, n in _CAT_NAMES.items())
                 + " | retrieval@k |", "|---|---|---|" + "---|" * len(_CAT_NAMES) + "---|"]
         for pol, caps in loc["summary"].items():
-            for p, cell in sorted(caps.items(), key=lambda kv: _budget(kv[0])):
+            for p, cell in sorted(caps.items(), key=lambda kv: budget_order(kv[0])):
                 out.append(f"| {pol} | {_p(p)} | {_f(cell['recall'])} | "
                            + " | ".join(_f(cell["by_category"][c]) for c in _CAT_NAMES)
                            + f" | {_f(cell['retrieval_recall_at_k'])} |")
@@ -81,14 +81,15 @@ def _plots(payload: dict[str, Any], out_dir: Path, stem: str = "lme") -> list[Pa
         fig, axes = plt.subplots(2, 4, figsize=(16, 7.5))
         panels = [("all questions", None), *[(t, t) for t in _LME_TYPES]]
         for ax, (title, qt) in zip(axes.flat, panels):
-            for pol, caps in lme.items():
+            for j, (pol, caps) in enumerate(lme.items()):
                 for unit, style in (("turns", "-"), ("tokens", ":")):
                     xs = sorted((x for x in caps if _budget(x)[0] == unit), key=_budget)
                     if not xs:
                         continue
                     ys = [caps[x]["recall"] if qt is None else caps[x]["by_type"].get(qt) for x in xs]
                     ax.plot([_budget(x)[1] for x in xs], [y if y is not None else float("nan") for y in ys],
-                            style, marker="o", label=pol if unit == "turns" else f"{pol} (token budget)",
+                            style, marker="o" if unit == "turns" else "s", color=f"C{j % 10}",
+                            label=pol if unit == "turns" else f"{pol} (token budget)",
                             lw=2.5 if pol.startswith("utilitynet") else 1.2)
             ax.set(title=title, xlabel="capacity p (share of turns; dotted: of tokens)", ylabel="evidence recall", ylim=(0, 1.02))
             ax.grid(alpha=0.3)
@@ -102,22 +103,23 @@ def _plots(payload: dict[str, Any], out_dir: Path, stem: str = "lme") -> list[Pa
         plt.close(fig)
     loc = payload.get("locomo")
     if loc:
-        fig, ax = plt.subplots(figsize=(6, 4))
-        for pol, caps in loc["summary"].items():
+        fig, ax = plt.subplots(figsize=(8, 4.5))
+        for j, (pol, caps) in enumerate(loc["summary"].items()):
             for unit, style in (("turns", "-"), ("tokens", ":")):
                 xs = sorted((x for x in caps if _budget(x)[0] == unit), key=_budget)
                 if xs:
-                    ax.plot([_budget(x)[1] for x in xs], [caps[x]["recall"] for x in xs], style, marker="o",
+                    ax.plot([_budget(x)[1] for x in xs], [caps[x]["recall"] for x in xs], style,
+                            marker="o" if unit == "turns" else "s", color=f"C{j % 10}",
                             label=pol if unit == "turns" else f"{pol} (token budget)")
         ax.set(xlabel="capacity p (share of turns kept; dotted: of tokens)", ylabel="evidence recall (cat 1–4)",
                title="Conversations: recall vs capacity")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
         fig.tight_layout()
         paths.append(out_dir / "locomo_recall_vs_capacity.png")
         fig.savefig(paths[-1], dpi=120)
         plt.close(fig)
-        caps_all = sorted({p for c in loc["summary"].values() for p in c}, key=_budget)
+        caps_all = sorted({p for c in loc["summary"].values() for p in c}, key=budget_order)
         fig, axes = plt.subplots(1, len(caps_all), figsize=(4.5 * len(caps_all), 4), squeeze=False)
         pols = list(loc["summary"])
         width = 0.8 / max(len(pols), 1)

@@ -75,7 +75,8 @@ def test_the_site_builds_strictly(tmp_path: Path) -> None:
     for page in ("index.html", "getting-started/index.html", "inspector/index.html", "reference/store/index.html"):
         assert (site / page).is_file(), page
     assert "agent.sqlite" in (site / "index.html").read_text()  # the README's example, included
-    assert "class=\"doc doc-heading\"" in (site / "reference" / "store" / "index.html").read_text()
+    reference = (site / "reference" / "store" / "index.html").read_text()
+    assert "class=\"doc doc-heading\"" in reference and ":meth:" not in reference and ":class:" not in reference
     assert (site / "figures" / "lme_cv_recall_by_type.png").is_file()
 
 

@@ -451,13 +451,32 @@ def cmd_mcp_serve(a: argparse.Namespace) -> int:
     return 0
 
 
+def _token_note(token: str | None, made: bool) -> str:
+    """What the startup line says about the token. A token is a secret and stderr often ends up in
+    a log: one the operator gave is never printed; one made up here goes to a private file
+    (``~/.config/memir/ui-token``, mode 0600), and into the address only on an interactive terminal."""
+    if token is None:
+        return ""
+    if not made:
+        return " (token required: the one given)"
+    path = Path.home() / ".config" / "memir" / "ui-token"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(token + "\n")
+    os.chmod(path, 0o600)
+    shown = f"?token={token} " if sys.stderr.isatty() else ""
+    return f"{shown}(token required: it is in {path})"
+
+
 def cmd_ui(a: argparse.Namespace) -> int:
     if a.admin == (a.user is not None):
         raise CliError("usage", "--admin shows every user; --user one" if a.admin else "no user to show",
                        "pass --user U (and --agent A) to inspect one user, or --admin for every user")
     token = a.token or os.environ.get("MEMIR_UI_TOKEN") or None
     from .ui.app import LOOPBACK  # MissingDependencyError (exit 6, naming the `ui` extra) without it
-    if token is None and a.host not in LOOPBACK:
+    made = token is None and a.host not in LOOPBACK
+    if made:
         from .ui import new_token
         token = new_token()
     from .store import StoreConfig
@@ -469,9 +488,9 @@ def cmd_ui(a: argparse.Namespace) -> int:
             raise CliError("missing", f"no quarantine file at {a.quarantine}", "check the path (memir score writes "
                                                                                "OUT.quarantine.jsonl)")
         sock, base = _listen(bind, a.host, a.port)
-        url = f"{base}/" + (f"?token={token}" if token else "")
         who = "every user (admin)" if a.admin else f"{a.user}/{a.agent}"
-        print(f"memir ui: {who} of {redact_url(a.db)}, read-only, on {url}", file=sys.stderr, flush=True)
+        print(f"memir ui: {who} of {redact_url(a.db)}, read-only, on {base}/" + _token_note(token, made),
+              file=sys.stderr, flush=True)
         serve(store, user_id=a.user, agent_id=a.agent, admin=a.admin, host=a.host, token=token,
               quarantine=a.quarantine, sock=sock)
     return 0
@@ -780,8 +799,9 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; any other "
                                                         "address requires a token, made up and printed if not given)")
     sp.add_argument("--port", type=int, default=8765, help="port (default 8765; 0 = any free port, printed)")
-    sp.add_argument("--token", default=None, help="require this token on every request (default: $MEMIR_UI_TOKEN; "
-                                                  "none on localhost)")
+    sp.add_argument("--token", default=None, help="require this token on every request (better: $MEMIR_UI_TOKEN, "
+                                                  "which `ps` does not show; none on localhost; bound elsewhere without "
+                                                  "one, a random one is written to ~/.config/memir/ui-token)")
     sp.add_argument("--quarantine", type=_path, default=None, help="a memir score quarantine file whose last errors "
                                                                    "the health page lists")
 

@@ -211,3 +211,36 @@ def test_the_command_refuses_what_it_cannot_serve(demo: Any, capsys: pytest.Capt
         assert main(argv) == code, argv
         err = capsys.readouterr().err
         assert said in err and "Traceback" not in err, err
+
+
+@pytest.mark.sqlite_only
+def test_bound_elsewhere_it_makes_a_token_keeps_it_private_and_requires_it(demo: Any, tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+    import urllib.error
+    import urllib.request
+
+    d, _ = demo
+    home = tmp_path / "home"
+    env = {**os.environ, "HOME": str(home)}
+    env.pop("MEMIR_UI_TOKEN", None)
+    proc = subprocess.Popen([sys.executable, "-m", "runtime.cli", "ui", str(d.target), "--user", "alice",
+                             "--host", "127.0.0.2", "--port", "0"], stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        line = proc.stderr.readline() if proc.stderr else ""
+        token_file = home / ".config" / "memir" / "ui-token"
+        token = token_file.read_text().strip()
+        assert len(token) >= 40 and token not in line and "?token=" not in line  # stderr is not a terminal
+        assert oct(token_file.stat().st_mode & 0o777) == "0o600" and str(token_file) in line
+        m = re.search(r"on (http://\S+)/", line)
+        assert m, line
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(m.group(1) + "/memories", timeout=10)
+        assert refused.value.code == 401
+        ok = urllib.request.urlopen(urllib.request.Request(m.group(1) + "/memories",
+                                                           headers={"Authorization": f"Bearer {token}"}), timeout=10)
+        assert ok.status == 200
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)

@@ -299,7 +299,8 @@ class PgDB:
 
     def stats(self) -> dict[str, Any]:
         """Counts by tier, source type, role, sensitivity and user; encoders; the last decisions;
-        deleted rows not yet scrubbed from the table files (``dead_rows``, ``scrub_pending``)."""
+        old row versions (deleted or updated) not yet scrubbed from the table files (``dead_rows``,
+        ``scrub_pending``)."""
         with self.admin() as conn:
             q = conn.execute
             out: dict[str, Any] = {"path": self.path, "backend": "postgresql",
@@ -311,8 +312,8 @@ class PgDB:
             out["cold_format"] = self.cold_format
             out["last_decisions"] = [json.loads(p) for (p,) in q(
                 "SELECT payload FROM decisions ORDER BY id DESC LIMIT 5").fetchall()]
-            # Deleted rows whose bytes are still in the table files until the next scrub (VACUUM FULL);
-            # the server's statistics, so approximate and a little behind.
+            # Old row versions (deleted or updated rows) whose bytes stay in the table files until the next
+            # scrub (VACUUM FULL): the server's statistics, so approximate and a little behind.
             dead = q("SELECT coalesce(sum(n_dead_tup), 0) FROM pg_stat_user_tables "
                      "WHERE relname = ANY(%s)", (list(TENANT_TABLES),)).fetchone()[0]
             out["dead_rows"] = int(dead)

@@ -85,10 +85,13 @@ def test_forget_fails_loudly_while_a_reader_outlives_the_wait(tmp_path: Path) ->
 
 def test_scrub_after_the_reader_ends(tmp_path: Path) -> None:
     store, db, vec, mid = _setup(tmp_path, wait_s=0.2)
+    assert store.admin_stats()["scrub_pending"] is False
     reader = _reader(db)
     with pytest.raises(DeletionPendingError):
         store.scope(user_id="alice", agent_id="a").forget(mid)
+    assert store.admin_stats()["scrub_pending"] is True  # what memir inspect and the inspector's health show
     reader.rollback()
     store.scrub()
     assert _gone(db, vec, mid)
+    assert store.admin_stats()["scrub_pending"] is False
     store.close()

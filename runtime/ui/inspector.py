@@ -161,7 +161,8 @@ class Inspector:
         if not user_id:
             raise NotFoundError("pick a user: /users lists them")
         key = ScopeKey(user_id, agent_id or "default")
-        if key not in {k for k, _ in self.scopes()}:
+        if not self.scope(key).count(tier="any", include_expired=True):  # one indexed count, not a scan of users
+            self._scopes.pop(key, None)
             raise NotFoundError(f"no user {key.label} in this store")
         return key
 

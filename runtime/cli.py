@@ -409,15 +409,15 @@ def cmd_encoder(a: argparse.Namespace) -> int:
     return 0
 
 
-def _listen(bind: Any, host: str, port: int) -> tuple[Any, str]:
-    """A listening socket from ``bind(host, port)`` and its base address (``http://host:port``)."""
+def _listen(host: str, port: int) -> tuple[Any, str]:
+    """A listening socket on ``host:port`` and its base address (``http://host:port``)."""
+    from .sockets import base_url, bind
     try:
         sock = bind(host, port)
     except OSError as e:
         raise CliError("os", f"cannot listen on {host}:{port} ({e.strerror or e})",
                        "pick another --port (or --port 0 for any free one), or stop what uses it") from None
-    h, p = sock.getsockname()[:2]
-    return sock, f"http://{f'[{h}]' if ':' in h else h}:{p}"
+    return sock, base_url(sock)
 
 
 def cmd_mcp_serve(a: argparse.Namespace) -> int:
@@ -431,7 +431,7 @@ def cmd_mcp_serve(a: argparse.Namespace) -> int:
         raise CliError("missing", f"no tokens file at {a.tokens}",
                        'check the path (JSON: {"<token>": {"user_id": "alice", "agent_id": "default"}})')
     # MissingDependencyError (exit 6, naming the `integrations` extra) without the MCP SDK
-    from .integrations.mcp_server import MemirMCPServer, Tenant, bind, load_tokens
+    from .integrations.mcp_server import MemirMCPServer, Tenant, load_tokens
     tokens = load_tokens(a.tokens) if a.tokens is not None else None
     if a.user is not None:
         Tenant(a.user, a.agent)  # a bad id fails before a store is opened (or created)
@@ -443,7 +443,7 @@ def cmd_mcp_serve(a: argparse.Namespace) -> int:
             print(f"memir mcp: serving {who} from {redact_url(a.db)} over stdio", file=sys.stderr, flush=True)
             server.run_stdio()
             return 0
-        sock, base = _listen(bind, a.host, a.port)
+        sock, base = _listen(a.host, a.port)
         url = f"{base}/mcp"
         note = "" if tokens is not None else " — no authentication: anyone who reaches it acts as this user"
         print(f"memir mcp: serving {who} from {redact_url(a.db)} on {url}{note}", file=sys.stderr, flush=True)
@@ -480,14 +480,14 @@ def cmd_ui(a: argparse.Namespace) -> int:
         from .ui import new_token
         token = new_token()
     from .store import StoreConfig
-    from .ui import bind, serve
+    from .ui import serve
     with _store(a, config=StoreConfig(log_recalls=False)) as store:
         if a.user is not None:
             _scope(store, a)  # an unknown user fails here, with the known ones named
         if a.quarantine is not None and not Path(a.quarantine).is_file():
             raise CliError("missing", f"no quarantine file at {a.quarantine}", "check the path (memir score writes "
                                                                                "OUT.quarantine.jsonl)")
-        sock, base = _listen(bind, a.host, a.port)
+        sock, base = _listen(a.host, a.port)
         who = "every user (admin)" if a.admin else f"{a.user}/{a.agent}"
         print(f"memir ui: {who} of {redact_url(a.db)}, read-only, on {base}/" + _token_note(token, made),
               file=sys.stderr, flush=True)

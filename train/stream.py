@@ -36,7 +36,7 @@ from runtime.store import MemoryStore, Scope, StoreConfig
 from .agent import RecordingScorer
 
 __all__ = ["StreamDecision", "StreamResult", "StreamTurn", "session_end", "session_spans", "stored_texts",
-           "stream_conversation", "token_budget_for"]
+           "stream_conversation", "token_budget_for", "budget_label", "budget_key", "budget_order", "budget_text"]
 
 _BUILDER = RecordBuilder()  # the store's default record configuration
 
@@ -198,3 +198,26 @@ def token_budget_for(turns: Sequence[StreamTurn], p: float) -> int:
         raise ValueError(f"budget fraction p={p} must be in (0, 1]")
     total = sum(approx_tokens(t) for t in stored_texts(turns) if t)
     return int(math.floor(p * total + 0.5))
+
+
+def budget_label(p: float, unit: str) -> str:
+    """How a budget is keyed in reports: ``"0.05"`` (a share of the turns) or ``"0.05 tokens"``."""
+    return str(p) if unit == "turns" else f"{p} {unit}"
+
+
+def budget_key(label: str) -> tuple[str, float]:
+    """A report key (:func:`budget_label`) back as ``(unit, share)``."""
+    p, _, unit = str(label).partition(" ")
+    return unit or "turns", float(p)
+
+
+def budget_order(label: str) -> tuple[bool, float]:
+    """How tables list the budgets: shares of the turns first, then shares of the tokens, each ascending."""
+    unit, p = budget_key(label)
+    return unit != "turns", p
+
+
+def budget_text(label: str) -> str:
+    """``"0.10"`` or ``"0.10 (tokens)"``: a report key as a table shows it."""
+    unit, p = budget_key(label)
+    return f"{p:.2f}" if unit == "turns" else f"{p:.2f} ({unit})"

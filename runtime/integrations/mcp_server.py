@@ -70,6 +70,7 @@ except ModuleNotFoundError as _missing:  # the SDK lives in the `integrations` e
                                  f"{pip_extra('integrations')}") from None
 
 from ..record.memir import ID_PATTERN
+from ..sockets import bind
 from .tools import TOOLS, TOOLS_BY_NAME, acall_tool
 
 if TYPE_CHECKING:
@@ -181,25 +182,6 @@ class TokenTable:
         return AccessToken(token=token, client_id=f"{tenant.user_id}/{tenant.agent_id}", scopes=[],
                            subject=tenant.user_id,
                            claims={"memir_user_id": tenant.user_id, "memir_agent_id": tenant.agent_id})
-
-
-def bind(host: str, port: int) -> socket.socket:
-    """A listening TCP socket on ``host:port`` (``port=0``: any free port; read it back with
-    ``sock.getsockname()[1]``).
-
-    Raises:
-        OSError: the address is in use or not available.
-    """
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
-        sock.listen(128)
-    except OSError:
-        sock.close()
-        raise
-    return sock
 
 
 def _max_body_bytes(value: int | None) -> int:

@@ -32,6 +32,7 @@ try:
 except ModuleNotFoundError as _missing:  # the web stack lives in the `ui` extra
     raise MissingDependencyError(f"the memir inspector needs {_missing.name}: {pip_extra('ui')}") from None
 
+from ..sockets import bind
 from .app import COOKIE, UiSettings, create_app
 from .inspector import MASK, Inspector, MemoryFilters, ScopeKey
 
@@ -45,12 +46,6 @@ __all__ = ["COOKIE", "MASK", "Inspector", "MemoryFilters", "ScopeKey", "UiSettin
 def new_token() -> str:
     """A fresh random token (URL-safe, 256 bits)."""
     return secrets.token_urlsafe(32)
-
-
-def bind(host: str, port: int) -> socket.socket:
-    """A listening socket on ``host:port`` (``port=0``: any free port; read it from ``getsockname``)."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    return socket.create_server((host, port), family=family, backlog=64)
 
 
 def serve(store: MemoryStore, *, user_id: str | None = None, agent_id: str = "default", admin: bool = False,

@@ -36,9 +36,13 @@ TIERS = ("working", "archive")
 FACETS_TTL_S = 30.0
 
 
+def is_secret(rec: MemIR) -> bool:
+    return rec.metadata.sensitivity.value == "secret"
+
+
 def masked(rec: MemIR) -> str:
     """A memory's content as the inspector shows it: a secret never appears, even redacted."""
-    return MASK if rec.metadata.sensitivity.value == "secret" else rec.content
+    return MASK if is_secret(rec) else rec.content
 
 
 @dataclass(frozen=True)
@@ -85,10 +89,6 @@ class MemoryFilters:
             if value:
                 out[key] = _instant(value, key)
         return out
-
-    def query(self) -> dict[str, str]:
-        """The non-empty filters (for links that keep them)."""
-        return {k: v for k, v in self.__dict__.items() if v and not (k == "tier" and v == "working")}
 
 
 def _instant(text: str, name: str) -> datetime:
@@ -287,8 +287,7 @@ class Inspector:
         ``format_context`` makes of the hits. A secret hit (only there when the filters ask for the
         ``secret`` level) comes back with its content masked, in the hits and in the block."""
         args = {k_: v for k_, v in (filters or MemoryFilters()).api().items() if k_ != "include_expired"}
-        hits = [h if masked(h.record) == h.record.content else
-                replace(h, record=h.record.model_copy(update={"content": MASK}))
+        hits = [replace(h, record=h.record.model_copy(update={"content": MASK})) if is_secret(h.record) else h
                 for h in self.scope(key).recall(query, k, update_usage=False, explain=False, **args)]
         return hits, format_context(hits)
 
@@ -322,7 +321,7 @@ def _children(scope: Scope, memory_id: str) -> list[MemIR]:
 
 
 def _content_then(m: Any) -> str:
-    if m.record is not None and m.record.metadata.sensitivity.value == "secret":
+    if m.record is not None and is_secret(m.record):
         return MASK
     return m.content if m.content is not None else f"({m.now})"
 

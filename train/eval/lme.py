@@ -32,7 +32,7 @@ from runtime.scoring import Scorer
 from ..lme.protocol import capacity_for, lme_turns
 from ..lme.reader import QUESTION_TYPES, LmeQuestion, iter_lme
 from ..oracle import HindsightOracle
-from ..stream import StreamDecision, stored_texts, stream_conversation, token_budget_for
+from ..stream import StreamDecision, budget_label, budget_order, stored_texts, stream_conversation, token_budget_for
 from ..workers import ordered_map
 
 __all__ = ["LME_CAPACITIES", "LME_POLICIES", "LmeRun", "LmeSummary", "evaluate_lme", "lme_oracle", "lme_table",
@@ -75,7 +75,7 @@ class LmeRun:
     @property
     def label(self) -> str:
         """The budget as reported: ``"0.05"`` (a share of the turns) or ``"0.05 tokens"``."""
-        return str(self.capacity) if self.unit == "turns" else f"{self.capacity} tokens"
+        return budget_label(self.capacity, self.unit)
 
     @property
     def recall(self) -> float | None:
@@ -160,7 +160,7 @@ def lme_table(summary: dict[str, dict[str, Any]]) -> str:
     lines = [head, "-" * len(head)]
     f = (lambda v: f"{v:.3f}" if isinstance(v, (int, float)) else "  -  ")
     for pol, caps in summary.items():
-        for p, cell in sorted(caps.items(), key=lambda kv: (" " in kv[0], float(kv[0].split()[0]))):
+        for p, cell in sorted(caps.items(), key=lambda kv: budget_order(kv[0])):
             lines.append(f"{pol:<18} {p:>11} {f(cell['recall']):>7} "
                          + " ".join(f"{f(cell['by_type'][t]):>8}" for t in QUESTION_TYPES))
     return "\n".join(lines)

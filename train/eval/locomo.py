@@ -17,9 +17,10 @@ from runtime.scoring import Scorer
 
 from ..locomo.reader import RECALL_CATEGORIES, Conversation, load_locomo
 from ..locomo.replay import ConversationRun, locomo_oracle, replay_conversation
+from ..stream import budget_order, budget_text
 from ..workers import progress_bar
 
-__all__ = ["DEFAULT_LOCOMO", "budget_key", "budget_order", "budget_text", "LOCOMO_POLICIES", "LOO_FIT", "evaluate_locomo", "load_all", "locomo_payload",
+__all__ = ["DEFAULT_LOCOMO", "LOCOMO_POLICIES", "LOO_FIT", "evaluate_locomo", "load_all", "locomo_payload",
            "locomo_policy", "locomo_table", "loo_locomo", "summarize_locomo", "progress_bar", "write_json",
            "embedder"]
 
@@ -123,24 +124,6 @@ def locomo_table(summary: dict[str, dict[str, Any]]) -> str:
                          + " ".join(f"{f(cell['by_category'][c]):>6}" for c in cats)
                          + f" {f(cell['retrieval_recall_at_k']):>7}")
     return "\n".join(lines)
-
-
-def budget_key(label: str) -> tuple[str, float]:
-    """A summary key ``"0.1"`` (share of turns) or ``"0.1 tokens"`` (share of tokens) as a sort key."""
-    p, _, unit = str(label).partition(" ")
-    return unit or "turns", float(p)
-
-
-def budget_order(label: str) -> tuple[bool, float]:
-    """How tables list the budgets: shares of the turns first, then shares of the tokens, each ascending."""
-    unit, p = budget_key(label)
-    return unit != "turns", p
-
-
-def budget_text(label: str) -> str:
-    """``"0.10"`` or ``"0.10 (tokens)"``: a summary key as a table shows it."""
-    unit, p = budget_key(label)
-    return f"{p:.2f}" if unit == "turns" else f"{p:.2f} ({unit})"
 
 
 def load_all(files: Sequence[str]) -> list[Conversation]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .locomo import budget_key, budget_order, budget_text
+from ..stream import budget_key, budget_order, budget_text
 
 __all__ = ["markdown", "save_figure", "write_report"]
 
@@ -25,9 +25,6 @@ _LME_TYPES = ("single-session-user", "single-session-assistant", "single-session
               "temporal-reasoning", "knowledge-update")
 
 
-_budget, _p = budget_key, budget_text
-
-
 def markdown(payload: dict[str, Any]) -> str:
     """Markdown summary of an evaluation payload (``eval.json``, or ``lme-cv`` / ``lme`` output)."""
     out = ["# memir evaluation", ""]
@@ -38,7 +35,7 @@ def markdown(payload: dict[str, Any]) -> str:
                 "| policy | p | recall | " + " | ".join(_LME_TYPES) + " |", "|---|---|---|" + "---|" * len(_LME_TYPES)]
         for pol, caps in lme.items():
             for p, cell in sorted(caps.items(), key=lambda kv: budget_order(kv[0])):
-                out.append(f"| {pol} | {_p(p)} | {_f(cell['recall'])} | "
+                out.append(f"| {pol} | {budget_text(p)} | {_f(cell['recall'])} | "
                            + " | ".join(_f(cell["by_type"].get(t)) for t in _LME_TYPES) + " |")
         out.append("")
     loc = payload.get("locomo")
@@ -50,7 +47,7 @@ def markdown(payload: dict[str, Any]) -> str:
                 + " | retrieval@k |", "|---|---|---|" + "---|" * len(_CAT_NAMES) + "---|"]
         for pol, caps in loc["summary"].items():
             for p, cell in sorted(caps.items(), key=lambda kv: budget_order(kv[0])):
-                out.append(f"| {pol} | {_p(p)} | {_f(cell['recall'])} | "
+                out.append(f"| {pol} | {budget_text(p)} | {_f(cell['recall'])} | "
                            + " | ".join(_f(cell["by_category"][c]) for c in _CAT_NAMES)
                            + f" | {_f(cell['retrieval_recall_at_k'])} |")
         out.append("")
@@ -83,11 +80,11 @@ def _plots(payload: dict[str, Any], out_dir: Path, stem: str = "lme") -> list[Pa
         for ax, (title, qt) in zip(axes.flat, panels):
             for j, (pol, caps) in enumerate(lme.items()):
                 for unit, style in (("turns", "-"), ("tokens", ":")):
-                    xs = sorted((x for x in caps if _budget(x)[0] == unit), key=_budget)
+                    xs = sorted((x for x in caps if budget_key(x)[0] == unit), key=budget_key)
                     if not xs:
                         continue
                     ys = [caps[x]["recall"] if qt is None else caps[x]["by_type"].get(qt) for x in xs]
-                    ax.plot([_budget(x)[1] for x in xs], [y if y is not None else float("nan") for y in ys],
+                    ax.plot([budget_key(x)[1] for x in xs], [y if y is not None else float("nan") for y in ys],
                             style, marker="o" if unit == "turns" else "s", color=f"C{j % 10}",
                             label=pol if unit == "turns" else f"{pol} (token budget)",
                             lw=2.5 if pol.startswith("utilitynet") else 1.2)
@@ -106,9 +103,9 @@ def _plots(payload: dict[str, Any], out_dir: Path, stem: str = "lme") -> list[Pa
         fig, ax = plt.subplots(figsize=(8, 4.5))
         for j, (pol, caps) in enumerate(loc["summary"].items()):
             for unit, style in (("turns", "-"), ("tokens", ":")):
-                xs = sorted((x for x in caps if _budget(x)[0] == unit), key=_budget)
+                xs = sorted((x for x in caps if budget_key(x)[0] == unit), key=budget_key)
                 if xs:
-                    ax.plot([_budget(x)[1] for x in xs], [caps[x]["recall"] for x in xs], style,
+                    ax.plot([budget_key(x)[1] for x in xs], [caps[x]["recall"] for x in xs], style,
                             marker="o" if unit == "turns" else "s", color=f"C{j % 10}",
                             label=pol if unit == "turns" else f"{pol} (token budget)")
         ax.set(xlabel="capacity p (share of turns kept; dotted: of tokens)", ylabel="evidence recall (cat 1–4)",
@@ -132,7 +129,7 @@ def _plots(payload: dict[str, Any], out_dir: Path, stem: str = "lme") -> list[Pa
                 ax.bar([i + j * width for i in range(len(_CAT_NAMES))], vals, width, label=pol)
             ax.set_xticks([i + 0.4 - width / 2 for i in range(len(_CAT_NAMES))], list(_CAT_NAMES.values()),
                           fontsize=8)
-            ax.set(title=f"p = {_p(p)}", ylabel="evidence recall", ylim=(0, 1))
+            ax.set(title=f"p = {budget_text(p)}", ylabel="evidence recall", ylim=(0, 1))
         axes[0][-1].legend(fontsize=6)
         fig.tight_layout()
         paths.append(out_dir / "locomo_by_category.png")

@@ -30,7 +30,7 @@ from runtime.encoders import Embedder
 from runtime.scoring import Scorer
 
 from ..oracle import HindsightOracle
-from ..stream import StreamDecision, StreamTurn, stored_texts, stream_conversation, token_budget_for
+from ..stream import StreamDecision, StreamTurn, budget_label, stored_texts, stream_conversation, token_budget_for
 from .protocol import capacity_for, evidence_counts
 from .reader import RECALL_CATEGORIES, Conversation, parse_session_datetime
 
@@ -95,7 +95,7 @@ class ConversationRun:
     @property
     def label(self) -> str:
         """The budget as reported: ``"0.1"`` (a share of the turns) or ``"0.1 tokens"``."""
-        return str(self.capacity) if self.unit == "turns" else f"{self.capacity} tokens"
+        return budget_label(self.capacity, self.unit)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON row of ``python -m train.eval locomo`` (no decisions)."""

@@ -28,7 +28,7 @@ from .scope_core import ScopeCore
 if TYPE_CHECKING:
     from ..scoring.role_weights import RoleWeigher
 
-__all__ = ["classify", "remember"]
+__all__ = ["classify", "classify_many", "remember"]
 
 _LOG = logging.getLogger(__name__)
 _UNAVAILABLE: set[str] = set()  # encoders the shipped model cannot read (logged once each)
@@ -65,29 +65,41 @@ def _dialog(core: ScopeCore) -> list[np.ndarray]:
 def classify(core: ScopeCore, vec: np.ndarray, current_role: str) -> RoleDecision | None:
     """The role model's decision for a write of vector ``vec`` (``None``: the model is off or cannot
     read this store's vectors; a decision with no sub-role: no weight reached the threshold)."""
+    return classify_many(core, [vec], [current_role])[0]
+
+
+def classify_many(core: ScopeCore, vecs: Sequence[np.ndarray], current_roles: Sequence[str]
+                  ) -> list[RoleDecision | None]:
+    """:func:`classify` for several writes against the same recent dialog (a ``write_many`` batch:
+    its items join the dialog once they are written), in one model call."""
     from ..retention.plan import recent_context
     from ..scoring.role_weights import context_vector
 
     cfg = core.store.config.annotate.roles
-    if not cfg.model:
-        return None
-    weigher = _weigher(core)
+    if not vecs:
+        return []
+    weigher = _weigher(core) if cfg.model else None
     if weigher is None:
-        return None
+        return [None] * len(vecs)
     dialog = _dialog(core)
-    line = context_vector(vec, None)
-    ctx = context_vector(vec, recent_context(np.stack(dialog))) if dialog else line
-    w_line, w_ctx = weigher.predict(np.stack([line, ctx]))
-    t = cfg.model_min_weight
-    top_line, top_ctx = int(np.argmax(w_line)), int(np.argmax(w_ctx))
-    if w_line[top_line] >= t and top_line != top_ctx:      # the line is clear on its own: a change of topic
-        top, weight = top_line, float(w_line[top_line])
-    elif w_ctx[top_ctx] >= t:                               # else the dialog decides (short or vague lines)
-        top, weight = top_ctx, float(w_ctx[top_ctx])
-    else:
-        return RoleDecision(current_role, None, "context", float(w_ctx[top_ctx]))
-    sub = weigher.labels[top]
-    return RoleDecision(cfg.parents.get(sub, current_role), sub, "model", weight)
+    recent = recent_context(np.stack(dialog)) if dialog else None
+    lines = [context_vector(v, None) for v in vecs]
+    ctxs = [context_vector(v, recent) for v in vecs] if recent is not None else lines
+    w = weigher.predict(np.stack(lines + ctxs))
+    t, n = cfg.model_min_weight, len(vecs)
+    out: list[RoleDecision | None] = []
+    for w_line, w_ctx, current_role in zip(w[:n], w[n:], current_roles):
+        top_line, top_ctx = int(np.argmax(w_line)), int(np.argmax(w_ctx))
+        if w_line[top_line] >= t and top_line != top_ctx:      # the line is clear on its own: a change of topic
+            top, weight = top_line, float(w_line[top_line])
+        elif w_ctx[top_ctx] >= t:                               # else the dialog decides (short or vague lines)
+            top, weight = top_ctx, float(w_ctx[top_ctx])
+        else:
+            out.append(RoleDecision(current_role, None, "context", float(w_ctx[top_ctx])))
+            continue
+        sub = weigher.labels[top]
+        out.append(RoleDecision(cfg.parents.get(sub, current_role), sub, "model", weight))
+    return out
 
 
 def remember(core: ScopeCore, vectors: Sequence[np.ndarray]) -> None:

@@ -16,6 +16,8 @@ The second half — insert, supersede, session closing and triggers — is :mod:
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -31,7 +33,7 @@ from . import dialog_role
 from .corroboration import BatchNeighbours, corroborate
 from .scope_core import ScopeCore
 
-__all__ = ["Prepared", "prepare", "vector_of"]
+__all__ = ["Prepared", "prepare", "prepare_many", "vector_of"]
 
 
 @dataclass
@@ -67,6 +69,73 @@ def prepare(core: ScopeCore, item: Any, embedding: Any, fields: dict[str, Any], 
         where: prefix of error messages (``"item 3: "``).
         batch: the items of the same ``write_many`` prepared before this one.
     """
+    staged = _stage(core, item, embedding, fields, track, where, batch)
+    if isinstance(staged, Prepared):
+        return staged
+    by_model = dialog_role.classify(core, staged.vec, staged.current) if staged.wants_model else None
+    return _built(core, staged, by_model, batch)
+
+
+def prepare_many(core: ScopeCore, items: Sequence[tuple[Any, Any, dict[str, Any]]]) -> list[Prepared]:
+    """:func:`prepare` for the items of one ``write_many`` — ``(item, embedding, fields)`` each, in
+    order, the session order as given — with the role model run once for all of them. Each item is
+    corroborated against the stored memories and the batch's earlier items.
+
+    Raises:
+        ValidationError: naming the first bad item (``item 3: ...``, field ``[3]. ...``).
+    """
+    batch = BatchNeighbours()
+    staged: list[_Staged | None] = []  # None: a MemIR or an Assembly, prepared whole in the second pass
+    for i, (item, emb, fields) in enumerate(items):                             # stages 1–4 of text items
+        if not isinstance(item, str):
+            staged.append(None)
+            continue
+        with _naming_item(i):
+            first = _stage(core, item, emb, fields, False, f"item {i}: ", batch)
+        assert isinstance(first, _Staged)  # text items stop before the role model
+        staged.append(first)
+    todo = [(k, st) for k, st in enumerate(staged) if st is not None and st.wants_model]
+    decisions = dialog_role.classify_many(core, [st.vec for _, st in todo], [st.current for _, st in todo])
+    by_model = {k: d for (k, _), d in zip(todo, decisions)}
+    out: list[Prepared] = []
+    for i, ((item, emb, fields), st) in enumerate(zip(items, staged)):          # stages 4–6, in order
+        with _naming_item(i):
+            p = (prepare(core, item, emb, fields, track=False, where=f"item {i}: ", batch=batch) if st is None
+                 else _built(core, st, by_model.get(i), batch))
+        out.append(p)
+        batch.add(p.record, p.vector)
+    return out
+
+
+@contextmanager
+def _naming_item(i: int) -> Iterator[None]:
+    """A ValidationError raised inside names batch item ``i`` (message and field)."""
+    where = f"item {i}: "
+    try:
+        yield
+    except ValidationError as e:
+        raise type(e)(str(e) if str(e).startswith(where) else f"{where}{e}",
+                      field=f"[{i}].{e.field}" if e.field else f"[{i}]", problems=e.problems) from e
+
+
+@dataclass
+class _Staged:
+    """An item through stages 1–4, waiting for the role model's decision (when it needs one)."""
+
+    draft: Any
+    vec: np.ndarray
+    decided: dict[str, Any]
+    pending: Any
+    acting: Any
+    current: str
+    role: Any
+    wants_model: bool
+    where: str
+
+
+def _stage(core: ScopeCore, item: Any, embedding: Any, fields: dict[str, Any], track: bool, where: str,
+           batch: BatchNeighbours | None) -> _Staged | Prepared:
+    """Stages 1–4 up to the role model (an ``Assembly`` or a ``MemIR`` is prepared outright)."""
     if isinstance(item, Assembly):
         return _assembled(core, item, embedding, fields, where, batch)
     if isinstance(item, MemIR):
@@ -97,20 +166,27 @@ def prepare(core: ScopeCore, item: Any, embedding: Any, fields: dict[str, Any], 
     role = None
     if asm.config.roles.rules or asm.config.roles.descriptions:
         role = asm.role_of(draft, current, acting.sub_role if acting else None, lambda: vec)
-    if ((role is None or role.method == "context") and "sub_role" not in draft.fields
-            and "active_role" not in draft.fields and (acting is None or acting.sub_role is None)):
-        by_model = dialog_role.classify(core, vec, current)                     # the role model, on the dialog
-        role = by_model if by_model is not None and by_model.sub_role is not None else role
+    wants_model = ((role is None or role.method == "context") and "sub_role" not in draft.fields
+                   and "active_role" not in draft.fields and (acting is None or acting.sub_role is None))
+    return _Staged(draft, vec, decided, pending, acting, current, role, wants_model, where)
+
+
+def _built(core: ScopeCore, st: _Staged, by_model: Any, batch: BatchNeighbours | None) -> Prepared:
+    """Stages 4–6 once the role model (where it ran: ``by_model``) has decided."""
+    store, decided, role, acting = core.store, st.decided, st.role, st.acting
+    if by_model is not None and by_model.sub_role is not None:                  # the role model, on the dialog
+        role = by_model
     if role is not None:
         decided.update(active_role=role.active_role, sub_role=role.sub_role)
-    elif acting is not None and "active_role" not in draft.fields:
+    elif acting is not None and "active_role" not in st.draft.fields:
         decided["active_role"] = acting.active_role
-        if "sub_role" not in draft.fields:
+        if "sub_role" not in st.draft.fields:
             decided["sub_role"] = acting.sub_role
-    decided.update(asm.enrich(draft, lambda: vec, store.embedder))
-    rec = store.builder.finish(draft, user_id=core.user_id, agent_id=core.agent_id, where=where,  # 5. build
+    vec = st.vec
+    decided.update(store.assembler.enrich(st.draft, lambda: vec, store.embedder))
+    rec = store.builder.finish(st.draft, user_id=core.user_id, agent_id=core.agent_id, where=st.where,  # 5. build
                                **decided)
-    return _corroborated(core, rec, vec, pending, batch)                        # 6. corroborate
+    return _corroborated(core, rec, vec, st.pending, batch)                     # 6. corroborate
 
 
 def _assembled(core: ScopeCore, item: Assembly, embedding: Any, fields: dict[str, Any], where: str,

@@ -24,10 +24,10 @@ from ..errors import ValidationError
 from ..record.builder import flatten
 from ..record.memir import Flag, MemIR
 from . import dialog_role
-from .corroboration import BatchNeighbours, back_links
+from .corroboration import back_links
 from .forgetting import forget
 from .live import LiveContext
-from .prepare import Prepared, prepare
+from .prepare import Prepared, prepare, prepare_many
 from .retaining import auto_retain
 from .scope_core import ScopeCore
 from .session_close import close_session
@@ -113,26 +113,18 @@ def check_history(history: object) -> None:
 
 
 def _prepare_batch(core: ScopeCore, items: Iterable[str | MemIR | dict[str, Any]]) -> list[Prepared]:
-    prepared: list[Prepared] = []
-    batch = BatchNeighbours()
+    staged: list[tuple[Any, Any, dict[str, Any]]] = []
     for i, item in enumerate(items):
-        where = f"item {i}: "
-        try:
-            if isinstance(item, dict):
-                d = dict(item)
-                emb = d.pop("embedding", None)
-                content = d.pop("content", None)
-                if not isinstance(content, str):
-                    raise ValidationError("each item needs a 'content' string", field="content")
-                p = prepare(core, content, emb, d, track=False, where=where, batch=batch)
-            else:
-                p = prepare(core, item, None, {}, track=False, where=where, batch=batch)
-            prepared.append(p)
-            batch.add(p.record, p.vector)
-        except ValidationError as e:
-            raise type(e)(str(e) if str(e).startswith(where) else f"{where}{e}",
-                          field=f"[{i}].{e.field}" if e.field else f"[{i}]", problems=e.problems) from e
-    return prepared
+        if isinstance(item, dict):
+            d = dict(item)
+            emb = d.pop("embedding", None)
+            content = d.pop("content", None)
+            if not isinstance(content, str):
+                raise ValidationError(f"item {i}: each item needs a 'content' string", field=f"[{i}].content")
+            staged.append((content, emb, d))
+        else:
+            staged.append((item, None, {}))
+    return prepare_many(core, staged)
 
 
 def _session_row(rec: MemIR, live: LiveContext, sid: str | None = None) -> tuple[str | None, float | None]:

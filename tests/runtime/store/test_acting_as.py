@@ -97,6 +97,32 @@ def test_the_shipped_role_model_files_sub_roles_from_the_recent_dialog(
     assert me.write("My invoice was charged twice", sub_role="complaints").role_context.sub_role == "complaints"
 
 
+def test_a_batch_is_classified_in_one_model_call_as_its_items_would_be_one_by_one(
+        make_store: Callable[..., MemoryStore], onnx_encoder, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    """write_many runs the role model once for the whole batch, against the dialog before it (its
+    items join the dialog once written): each item gets the sub-role it gets alone in that dialog."""
+    from runtime.scoring.role_weights import RoleWeigher
+
+    texts = ["Can you refund the second charge?", "Yes please", "I want to book a flight to Lisbon on Friday",
+             "Find papers on retrieval augmented generation", "The weather is nice today"]
+    store = make_store(embedder=onnx_encoder)
+    alone = []
+    for k, t in enumerate(texts):                  # each in a scope whose dialog is the one opening line
+        s = store.scope(user_id=f"alone{k}")
+        s.write("My invoice for March was charged twice")
+        alone.append(s.write(t).role_context)
+    batched = store.scope(user_id="batch")
+    batched.write("My invoice for March was charged twice")
+    calls = []
+    real = RoleWeigher.predict
+    monkeypatch.setattr(RoleWeigher, "predict", lambda self, x: calls.append(len(x)) or real(self, x))
+    got = [r.role_context for r in batched.write_many([*texts, {"content": "Yes please", "sub_role": "complaints"}])]
+    assert calls == [2 * len(texts)]               # one call: each named-less item alone and in its context
+    assert [(g.active_role, g.sub_role) for g in got[:-1]] == [(a.active_role, a.sub_role) for a in alone]
+    assert [g.sub_role for g in got[:4]] == ["billing", "billing", "booking", "literature"]
+    assert got[-1].sub_role == "complaints"        # a named sub-role is not asked of the model
+
+
 def test_the_recent_dialog_forgets_what_was_forgotten(make_store: Callable[..., MemoryStore],
                                                      onnx_encoder) -> None:  # type: ignore[no-untyped-def]
     me = make_store(embedder=onnx_encoder).scope(user_id="alice")

@@ -6,22 +6,27 @@ default Qdrant store). They are installed at pinned versions into an isolated vi
 this script builds itself (``--peers-venv``, reused while the pins are unchanged), so none of them
 enters memir's own environment.
 
-The workload (bench/peers_worker.py runs it in every store, each in its own process):
-- ``--users`` users × ``--per-user`` memories of varied agent facts (bookings, orders, people,
-  preferences, incidents), embedded once with all-MiniLM-L6-v2 (memir's default encoder); every
-  store is handed those same vectors by an embedding function that looks them up;
-- one ``remember`` call per memory (an agent remembering as it goes);
-- ``--queries`` questions, each asked inside its user's namespace (the filter every store has).
+The workload (bench/peers_worker.py runs it in every store, each in its own process), once per
+size in ``--sizes`` (a fresh store each time):
+- that many memories of varied agent facts (bookings, orders, people, preferences, incidents),
+  spread evenly over ``--users`` users, embedded once with all-MiniLM-L6-v2 (memir's default
+  encoder; the vectors are cached under ``~/.cache/memir``); every store is handed those same
+  vectors by an embedding function that looks them up;
+- ingest in batches of up to ``--batch`` memories of one user, each store through its own batch
+  call (memir ``write_many``, redaction on, as by default; ``--batch 1``: one call per memory);
+- ``--queries`` questions, each asked inside its user's namespace (the filter every store has), k
+  = 10; memir's is its default ``recall`` (usage tracking and the recall log included). A store
+  whose queries take longer than ``--query-budget`` seconds in all is measured on those it finished.
 
-Figures per store: writes/s, query p50/p95, recall@10 against the exact cosine top-10 within the
-user (``exact``), whether the memory a question was written from is in the top 10 (``source``),
-hits from another user (must be 0), and the bytes on disk. Ratios are against memir, measured in
-the same run. memir's recall re-ranks by confidence × freshness × role (all equal here), so its
-ranking is the cosine ranking plus that re-rank; memir's write also redacts, types and
+Figures per store and size: ingest/s, search p50/p99, recall@10 against the exact cosine top-10
+within the user (``exact``), whether the memory a question was written from is in the top 10
+(``source``), hits from another user (must be 0), and the bytes on disk. Ratios are against memir,
+measured in the same run. memir's recall re-ranks by confidence × freshness × role (all equal here),
+so its ranking is the cosine ranking plus that re-rank; memir's write also redacts, types and
 session-tracks each memory, which the peers do not do.
 
-    python bench/bench_peers.py                 # 20 users x 500 memories, 400 queries
-    python bench/bench_peers.py --per-user 100 --queries 100 --only memir chroma
+    python bench/bench_peers.py                  # 1,000 users; 10k and 100k memories; 400 queries
+    python bench/bench_peers.py --sizes 10000 --only memir chroma
 """
 
 from __future__ import annotations
@@ -81,10 +86,11 @@ _TEMPLATES = [
 ]
 
 
-def make_workload(users: int, per_user: int, queries: int, seed: int) -> dict[str, Any]:
+def make_workload(users: int, size: int, queries: int, seed: int) -> dict[str, Any]:
     rng = random.Random(seed)
     ids, owners, texts, slots_of = [], [], [], []
     for u in range(users):
+        per_user = size // users + (u < size % users)
         seen: set[str] = set()
         while len(seen) < per_user:
             k = rng.randrange(len(_TEMPLATES))
@@ -95,7 +101,7 @@ def make_workload(users: int, per_user: int, queries: int, seed: int) -> dict[st
                 continue
             seen.add(text)
             ids.append(f"m{len(ids):06d}")
-            owners.append(f"user-{u:03d}")
+            owners.append(f"user-{u:04d}")
             texts.append(text)
             slots_of.append((k, slots))
     qs = []
@@ -104,6 +110,20 @@ def make_workload(users: int, per_user: int, queries: int, seed: int) -> dict[st
         k, slots = slots_of[i]
         qs.append({"user": owners[i], "text": _TEMPLATES[k][1].format(**slots), "source": ids[i]})
     return {"ids": ids, "users": owners, "texts": texts, "queries": qs}
+
+
+def embed_cached(texts: list[str], cache: Path) -> np.ndarray:
+    """all-MiniLM-L6-v2 vectors of ``texts``, cached by their hash (100k take minutes on 2 cores)."""
+    key = hashlib.sha256("\n".join(texts).encode()).hexdigest()[:20]
+    path = cache / f"peers-{key}.npy"
+    if path.exists():
+        return np.load(path)
+    from runtime.encoders import load_default_embedder
+
+    vecs = load_default_embedder().encode(texts).astype(np.float32)
+    cache.mkdir(parents=True, exist_ok=True)
+    np.save(path, vecs)
+    return vecs
 
 
 def peers_python(venv_dir: Path) -> Path:
@@ -132,30 +152,15 @@ def exact_top(vectors: np.ndarray, owners: list[str], ids: list[str], queries: l
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--users", type=int, default=20)
-    ap.add_argument("--per-user", type=int, default=500)
-    ap.add_argument("--queries", type=int, default=400)
-    ap.add_argument("--seed", type=int, default=7)
-    ap.add_argument("--only", nargs="*", default=None, choices=STORES, help="these stores only (memir always runs)")
-    ap.add_argument("--peers-venv", type=Path, default=Path.home() / ".cache" / "memir" / "bench-peers-venv")
-    ap.add_argument("--out", type=Path, default=ROOT / "reports" / "bench_peers.json")
-    a = ap.parse_args(argv)
-    stores = ["memir"] + [s for s in (a.only or STORES) if s != "memir"]
-    py_peers = peers_python(a.peers_venv) if len(stores) > 1 else None
-
-    from runtime.encoders import load_default_embedder
-
-    w = make_workload(a.users, a.per_user, a.queries, a.seed)
-    enc = load_default_embedder()
-    vectors = enc.encode(w["texts"]).astype(np.float32)
-    qvectors = enc.encode([q["text"] for q in w["queries"]]).astype(np.float32)
+def run_size(size: int, a: argparse.Namespace, stores: list[str], py_peers: Path | None) -> dict[str, Any]:
+    w = make_workload(a.users, size, a.queries, a.seed)
+    vectors = embed_cached(w["texts"], a.cache)
+    qvectors = embed_cached([q["text"] for q in w["queries"]], a.cache)
     truth = exact_top(vectors, w["users"], w["ids"], w["queries"], qvectors)
-    print(f"workload: {len(w['ids']):,} memories of {a.users} users, {len(w['queries'])} queries, "
-          f"all-MiniLM-L6-v2 vectors ({vectors.shape[1]}-d), one write per call, search inside the user")
-    res: dict[str, Any] = {"workload": {"users": a.users, "per_user": a.per_user, "queries": a.queries,
-                                        "peers": PEERS}, "stores": {}}
+    print(f"\n{len(w['ids']):,} memories of {a.users:,} users, {len(w['queries'])} queries, all-MiniLM-L6-v2 "
+          f"vectors ({vectors.shape[1]}-d), ingest in batches of {a.batch}, search inside the user, k = 10",
+          flush=True)
+    out: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="memir-peers-") as d:
         wdir = Path(d) / "workload"
         wdir.mkdir()
@@ -165,32 +170,63 @@ def main(argv: list[str] | None = None) -> int:
         for name in stores:
             py = sys.executable if name == "memir" else str(py_peers)
             env = {**os.environ, "PYTHONPATH": str(ROOT) if name == "memir" else ""}
-            r = subprocess.run([py, str(WORKER), name, str(wdir), str(Path(d) / name)], capture_output=True, text=True,
-                               env=env, cwd=d)
+            r = subprocess.run([py, str(WORKER), name, str(wdir), str(Path(d) / name), str(a.batch),
+                                str(a.query_budget)], capture_output=True, text=True, env=env, cwd=d)
             if r.returncode != 0:
                 print(f"  {name}: failed — {r.stderr.strip().splitlines()[-1] if r.stderr.strip() else r.returncode}")
-                res["stores"][name] = {"error": r.stderr[-3000:]}
+                out[name] = {"error": r.stderr[-3000:]}
                 continue
             rep = json.loads(r.stdout.strip().splitlines()[-1])
             results = rep.pop("results")
             rep["recall_at_10_exact"] = float(np.mean([len(set(h) & set(t)) / len(t) for h, t in zip(results, truth)]))
             rep["source_in_top_10"] = float(np.mean([q["source"] in h for q, h in zip(w["queries"], results)]))
-            res["stores"][name] = rep
-    base = res["stores"]["memir"]
-    print(f"\n  {'store':<18} {'writes/s':>9} {'query p50':>10} {'p95':>8} {'recall@10':>10} {'source@10':>10} "
-          f"{'other users':>12} {'disk MB':>8}   vs memir: writes, query p50")
-    for name, r in res["stores"].items():
+            out[name] = rep
+            print(f"  {name}: {rep['ingest_per_s']:,.0f} ingested/s, search p50 {rep['query_p50_ms']:.2f} ms "
+                  f"({rep['queries']} queries)", flush=True)
+    return out
+
+
+def table(size: int, stores: dict[str, Any]) -> str:
+    base = stores.get("memir", {})
+    lines = [f"  {size:,} memories", f"  {'store':<18} {'ingest/s':>9} {'search p50':>11} {'p99':>9} {'recall@10':>10} "
+             f"{'source@10':>10} {'other users':>12} {'disk MB':>8}   memir ÷ store: ingest, p50"]
+    for name, r in stores.items():
         if "error" in r:
-            print(f"  {name:<18} failed (see {a.out.name})")
+            lines.append(f"  {name:<18} failed")
             continue
-        ratio = "" if name == "memir" else (f"   {r['write_per_s'] / base['write_per_s']:.2f}x, "
-                                            f"{r['query_p50_ms'] / base['query_p50_ms']:.2f}x")
-        print(f"  {name:<18} {r['write_per_s']:>9,.0f} {r['query_p50_ms']:>8.2f}ms {r['query_p95_ms']:>6.2f}ms "
-              f"{r['recall_at_10_exact']:>10.3f} {r['source_in_top_10']:>10.3f} {r['other_users_hits']:>12} "
-              f"{r['disk_bytes'] / 1e6:>8.1f}{ratio}")
+        ratio = "" if name == "memir" or "error" in base else (
+            f"   {base['ingest_per_s'] / r['ingest_per_s']:.2f}x, {base['query_p50_ms'] / r['query_p50_ms']:.2f}x")
+        lines.append(f"  {name:<18} {r['ingest_per_s']:>9,.0f} {r['query_p50_ms']:>9.2f}ms {r['query_p99_ms']:>7.2f}ms "
+                     f"{r['recall_at_10_exact']:>10.3f} {r['source_in_top_10']:>10.3f} {r['other_users_hits']:>12} "
+                     f"{r['disk_bytes'] / 1e6:>8.1f}{ratio}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--users", type=int, default=1000)
+    ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
+    ap.add_argument("--batch", type=int, default=100, help="memories of one user per ingest call")
+    ap.add_argument("--queries", type=int, default=400)
+    ap.add_argument("--query-budget", type=float, default=120.0, help="seconds of searching per store and size")
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--only", nargs="*", default=None, choices=STORES, help="these stores only (memir always runs)")
+    ap.add_argument("--peers-venv", type=Path, default=Path.home() / ".cache" / "memir" / "bench-peers-venv")
+    ap.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "memir" / "bench-vectors")
+    ap.add_argument("--out", type=Path, default=ROOT / "reports" / "bench_peers.json")
+    a = ap.parse_args(argv)
+    stores = ["memir"] + [s for s in (a.only or STORES) if s != "memir"]
+    py_peers = peers_python(a.peers_venv) if len(stores) > 1 else None
+    res: dict[str, Any] = {"workload": {"users": a.users, "sizes": a.sizes, "batch": a.batch, "queries": a.queries,
+                                        "query_budget_s": a.query_budget, "peers": PEERS}, "sizes": {}}
+    for size in a.sizes:
+        res["sizes"][str(size)] = run_size(size, a, stores, py_peers)
+    print()
+    for size in a.sizes:
+        print(table(size, res["sizes"][str(size)]) + "\n")
     a.out.write_text(json.dumps(res, indent=2))
     _plot(res, a.out.with_suffix(".png"))
-    print(f"\nsaved {a.out} and {a.out.with_suffix('.png')}")
+    print(f"saved {a.out} and {a.out.with_suffix('.png')}")
     return 0
 
 
@@ -201,21 +237,26 @@ def _plot(res: dict[str, Any], path: Path) -> None:
         import matplotlib.pyplot as plt
     except ImportError:
         return
-    ok = {k: v for k, v in res["stores"].items() if "error" not in v}
-    names = list(ok)
-    fig, axes = plt.subplots(1, 3, figsize=(13, 4))
-    for ax, key, label in ((axes[0], "write_per_s", "writes / s (one per call)"),
-                           (axes[1], "query_p50_ms", "query p50 (ms), inside the user"),
+    sizes = list(res["sizes"])
+    names = list(dict.fromkeys(n for s in sizes for n, r in res["sizes"][s].items() if "error" not in r))
+    fig, axes = plt.subplots(1, 3, figsize=(14, 4.2))
+    width = 0.8 / max(len(sizes), 1)
+    for ax, key, label in ((axes[0], "ingest_per_s", f"ingest / s (batches of {res['workload']['batch']})"),
+                           (axes[1], "query_p50_ms", "search p50 (ms), inside the user, k = 10"),
                            (axes[2], "recall_at_10_exact", "recall@10 vs exact cosine")):
-        vals = [ok[n][key] for n in names]
+        for j, size in enumerate(sizes):
+            ok = res["sizes"][size]
+            xs = [k + (j - (len(sizes) - 1) / 2) * width for k, n in enumerate(names) if n in ok and "error" not in ok[n]]
+            vals = [ok[n][key] for n in names if n in ok and "error" not in ok[n]]
+            ax.bar(xs, vals, width, label=f"{int(size):,} memories")
+            for x, v in zip(xs, vals):
+                ax.text(x, v, f"{v:,.2f}" if v < 100 else f"{v:,.0f}", ha="center", va="bottom", fontsize=6)
         if key != "recall_at_10_exact":
             ax.set_yscale("log")  # the stores differ by orders of magnitude
-        ax.bar(names, vals, color=["#2a6" if n == "memir" else "#999" for n in names])
+        ax.set_xticks(range(len(names)), names, rotation=35, fontsize=8)
         ax.set_title(label, fontsize=10)
-        ax.tick_params(axis="x", rotation=35, labelsize=8)
-        for k, v in enumerate(vals):
-            ax.text(k, v, f"{v:,.2f}" if v < 100 else f"{v:,.0f}", ha="center", va="bottom", fontsize=7)
-    fig.suptitle(f"memir beside peer stores: {res['workload']['users']} users x {res['workload']['per_user']} memories")
+    axes[0].legend(fontsize=8)
+    fig.suptitle(f"memir beside peer stores: {res['workload']['users']:,} users")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 

@@ -3,10 +3,13 @@
 Runs inside the isolated peers environment for the peer stores, and inside memir's own for memir,
 so it imports nothing of memir at module level. Every store gets the same memories, the same
 precomputed all-MiniLM-L6-v2 vectors (an embedding function that looks them up: no store pays for
-embedding) and the same queries, and is driven the way an agent drives it: one ``remember`` call
-per memory, then one filtered ``search`` per query, always inside the querying user's namespace.
+embedding) and the same queries. Ingest hands each store batches of up to ``BATCH`` memories of
+one user through its own batch call (memir ``write_many``, LangGraph ``batch`` of ``PutOp``, Chroma
+``add``, Qdrant ``upsert``, mem0 ``add`` of several messages with ``infer=False``); ``BATCH`` 1 is one
+call per memory, an agent remembering as it goes. Then one filtered ``search`` per query, always
+inside the querying user's namespace.
 
-    python bench/peers_worker.py STORE WORKLOAD_DIR WORK_DIR     # prints one JSON object
+    python bench/peers_worker.py STORE WORKLOAD_DIR WORK_DIR [BATCH [QUERY_BUDGET_S]]   # prints one JSON object
 
 STORE: memir | langgraph-sqlite | langgraph-memory | chroma | qdrant | mem0
 """
@@ -47,7 +50,8 @@ class Workload:
         return str(json.loads(t)["text"])  # LangGraph's SqliteStore hands over the indexed field as JSON
 
 
-Remember = Callable[[str, str, str, np.ndarray], None]
+Remember = Callable[[list[str], str, list[str], np.ndarray], None]
+"""``remember(ids, user, texts, vectors)``: one batch of one user's memories."""
 Search = Callable[[str, str, np.ndarray], list[str]]
 
 
@@ -63,9 +67,13 @@ def memir(w: Workload, work: Path) -> tuple[Remember, Search, Callable[[], None]
             scopes[user] = store.scope(user_id=user)
         return scopes[user]
 
-    def remember(mid: str, user: str, text: str, vec: np.ndarray) -> None:
-        rec = scope(user).write(text, embedding=vec)
-        ours[rec.id] = mid
+    def remember(mids: list[str], user: str, texts: list[str], vecs: np.ndarray) -> None:
+        if len(mids) == 1:
+            recs = [scope(user).write(texts[0], embedding=vecs[0])]
+        else:
+            recs = scope(user).write_many([{"content": t, "embedding": v} for t, v in zip(texts, vecs)])
+        for rec, mid in zip(recs, mids):
+            ours[rec.id] = mid
 
     def search(user: str, text: str, vec: np.ndarray) -> list[str]:
         return [ours.get(h.record.id, "?") for h in scope(user).recall(vec, k=K)]
@@ -94,8 +102,13 @@ def langgraph(w: Workload, work: Path, kind: str) -> tuple[Remember, Search, Cal
         def close() -> None:
             return None
 
-    def remember(mid: str, user: str, text: str, vec: np.ndarray) -> None:
-        store.put((user, "memories"), mid, {"text": text})
+    from langgraph.store.base import PutOp
+
+    def remember(mids: list[str], user: str, texts: list[str], vecs: np.ndarray) -> None:
+        if len(mids) == 1:
+            store.put((user, "memories"), mids[0], {"text": texts[0]})
+        else:
+            store.batch([PutOp((user, "memories"), mid, {"text": t}) for mid, t in zip(mids, texts)])
 
     def search(user: str, text: str, vec: np.ndarray) -> list[str]:
         return [it.key for it in store.search((user, "memories"), query=text, limit=K)]
@@ -109,8 +122,8 @@ def chroma(w: Workload, work: Path) -> tuple[Remember, Search, Callable[[], None
     client = chromadb.PersistentClient(path=str(work / "chroma"), settings=chromadb.Settings(anonymized_telemetry=False))
     col = client.create_collection("memories", configuration={"hnsw": {"space": "cosine"}}, embedding_function=None)
 
-    def remember(mid: str, user: str, text: str, vec: np.ndarray) -> None:
-        col.add(ids=[mid], embeddings=[vec.tolist()], documents=[text], metadatas=[{"user_id": user}])
+    def remember(mids: list[str], user: str, texts: list[str], vecs: np.ndarray) -> None:
+        col.add(ids=mids, embeddings=vecs.tolist(), documents=texts, metadatas=[{"user_id": user}] * len(mids))
 
     def search(user: str, text: str, vec: np.ndarray) -> list[str]:
         r = col.query(query_embeddings=[vec.tolist()], n_results=K, where={"user_id": user}, include=[])
@@ -127,10 +140,13 @@ def qdrant(w: Workload, work: Path) -> tuple[Remember, Search, Callable[[], None
     client.create_collection("memories", vectors_config=VectorParams(size=w.vectors.shape[1], distance=Distance.COSINE))
     ids: dict[int, str] = {}
 
-    def remember(mid: str, user: str, text: str, vec: np.ndarray) -> None:
-        n = len(ids)
-        ids[n] = mid
-        client.upsert("memories", [PointStruct(id=n, vector=vec.tolist(), payload={"user_id": user, "text": text})])
+    def remember(mids: list[str], user: str, texts: list[str], vecs: np.ndarray) -> None:
+        points = []
+        for mid, t, v in zip(mids, texts, vecs):
+            n = len(ids)
+            ids[n] = mid
+            points.append(PointStruct(id=n, vector=v.tolist(), payload={"user_id": user, "text": t}))
+        client.upsert("memories", points)
 
     def search(user: str, text: str, vec: np.ndarray) -> list[str]:
         flt = Filter(must=[FieldCondition(key="user_id", match=MatchValue(value=user))])
@@ -162,10 +178,13 @@ def mem0(w: Workload, work: Path) -> tuple[Remember, Search, Callable[[], None]]
     m.embedding_model = Lookup()
     ours: dict[str, str] = {}
 
-    def remember(mid: str, user: str, text: str, vec: np.ndarray) -> None:
-        out = m.add([{"role": "user", "content": text}], user_id=user, infer=False)
+    by_content = {(u, t): mid for u, t, mid in zip(w.users, w.texts, w.ids)}
+
+    def remember(mids: list[str], user: str, texts: list[str], vecs: np.ndarray) -> None:
+        # infer=False stores each message as it is: one memory per message
+        out = m.add([{"role": "user", "content": t} for t in texts], user_id=user, infer=False)
         for r in out.get("results", []):
-            ours[r["id"]] = mid
+            ours[r["id"]] = by_content.get((user, r.get("memory", "")), "?")
 
     def search(user: str, text: str, vec: np.ndarray) -> list[str]:
         out = m.search(text, filters={"user_id": user}, top_k=K, threshold=0.0)
@@ -188,34 +207,49 @@ def du(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
+def batches(w: Workload, size: int) -> list[tuple[int, int]]:
+    """``(start, end)`` of runs of up to ``size`` consecutive memories of one user."""
+    out, start = [], 0
+    for i in range(1, len(w.ids) + 1):
+        if i == len(w.ids) or w.users[i] != w.users[start] or i - start == size:
+            out.append((start, i))
+            start = i
+    return out
+
+
 def main(argv: list[str]) -> int:
     name, wdir, work = argv[0], Path(argv[1]), Path(argv[2])
+    batch = int(argv[3]) if len(argv) > 3 else 1
+    query_budget_s = float(argv[4]) if len(argv) > 4 else float("inf")
     work.mkdir(parents=True, exist_ok=True)
     w = Workload(wdir)
     t = time.perf_counter()
     remember, search, close = STORES[name](w, work)
     open_s = time.perf_counter() - t
     owner = dict(zip(w.ids, w.users))
-    write_s = []
-    for mid, user, text, vec in zip(w.ids, w.users, w.texts, w.vectors):
-        t = time.perf_counter()
-        remember(mid, user, text, vec)
-        write_s.append(time.perf_counter() - t)
+    t0 = time.perf_counter()
+    for lo, hi in batches(w, batch):
+        remember(w.ids[lo:hi], w.users[lo], w.texts[lo:hi], w.vectors[lo:hi])
+    ingest_s = time.perf_counter() - t0
     for q, v in zip(w.queries[:5], w.qvectors[:5]):  # warm caches and lazy loads, as a running agent has
         search(q["user"], q["text"], v)
-    query_s, results, crossed = [], [], 0
+    query_s: list[float] = []
+    results: list[list[str]] = []
+    crossed = 0
     for q, v in zip(w.queries, w.qvectors):
         t = time.perf_counter()
         hits = search(q["user"], q["text"], v)
         query_s.append(time.perf_counter() - t)
         results.append(hits)
         crossed += sum(owner.get(h) != q["user"] for h in hits)
+        if sum(query_s) > query_budget_s:  # a store this slow is measured on the queries it finished
+            break
     close()
-    ws, qs = np.array(write_s), np.array(query_s)
+    qs = np.array(query_s)
     print(json.dumps({
-        "store": name, "memories": len(w.ids), "queries": len(w.queries), "open_s": open_s,
-        "write_per_s": len(ws) / ws.sum(), "write_p50_ms": float(np.median(ws) * 1e3),
-        "query_p50_ms": float(np.median(qs) * 1e3), "query_p95_ms": float(np.percentile(qs, 95) * 1e3),
+        "store": name, "memories": len(w.ids), "batch": batch, "queries": len(qs), "open_s": open_s,
+        "ingest_s": ingest_s, "ingest_per_s": len(w.ids) / ingest_s,
+        "query_p50_ms": float(np.median(qs) * 1e3), "query_p99_ms": float(np.percentile(qs, 99) * 1e3),
         "results": results, "other_users_hits": crossed, "disk_bytes": du(work),
     }))
     return 0

@@ -27,8 +27,8 @@ def test_a_benchmark_starts(script: str) -> None:
 
 def test_the_peer_benchmark_drives_memir_through_its_public_api(tmp_path: Path) -> None:
     """bench_peers' worker on memir (the peers run in their own environment, built by the benchmark):
-    every query is answered inside its user, and with memories that differ the exact cosine top-k
-    is what memir returns."""
+    every memory is ingested, one by one or in batches of one user; every query is answered inside
+    its user, and with memories that differ the exact cosine top-k is what memir returns."""
     import json
 
     import numpy as np
@@ -36,17 +36,20 @@ def test_the_peer_benchmark_drives_memir_through_its_public_api(tmp_path: Path) 
     from bench.bench_peers import exact_top, make_workload
     from runtime.encoders import HashEmbedder
 
-    w = make_workload(users=3, per_user=30, queries=12, seed=1)
+    w = make_workload(users=3, size=90, queries=12, seed=1)
     enc = HashEmbedder(384)
     vectors, qvectors = enc.encode(w["texts"]), enc.encode([q["text"] for q in w["queries"]])
     (tmp_path / "workload.json").write_text(json.dumps(w))
     np.save(tmp_path / "vectors.npy", vectors)
     np.save(tmp_path / "qvectors.npy", qvectors)
-    out = subprocess.run([sys.executable, "bench/peers_worker.py", "memir", str(tmp_path), str(tmp_path / "work")],
-                         cwd=ROOT, capture_output=True, text=True, timeout=300,
-                         env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
-    assert out.returncode == 0, out.stderr[-3000:]
-    rep = json.loads(out.stdout.strip().splitlines()[-1])
-    assert rep["memories"] == 90 and rep["other_users_hits"] == 0 and rep["write_per_s"] > 0
     truth = exact_top(vectors, w["users"], w["ids"], w["queries"], qvectors)
-    assert np.mean([len(set(h) & set(t)) / 10 for h, t in zip(rep["results"], truth)]) >= 0.9
+    for batch in (1, 7):  # one write per memory, and write_many of up to 7 of one user
+        out = subprocess.run([sys.executable, "bench/peers_worker.py", "memir", str(tmp_path),
+                              str(tmp_path / f"work{batch}"), str(batch)],
+                             cwd=ROOT, capture_output=True, text=True, timeout=300,
+                             env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+        assert out.returncode == 0, out.stderr[-3000:]
+        rep = json.loads(out.stdout.strip().splitlines()[-1])
+        assert rep["memories"] == 90 and rep["batch"] == batch
+        assert rep["other_users_hits"] == 0 and rep["ingest_per_s"] > 0 and rep["queries"] == 12
+        assert np.mean([len(set(h) & set(t)) / 10 for h, t in zip(rep["results"], truth)]) >= 0.9

@@ -86,7 +86,7 @@ class PgTenant(SqlTenant):
         if not memory_ids:
             return 0
         t, tp = self.clause()
-        return conform(conn, self.db.cold_format, f"{t} AND m.id = ANY(%s)", [*tp, list(memory_ids)])
+        return conform(conn, self.db.cold_format, t, tp, ids=memory_ids)
 
     def vector_of(self, cols: Sequence[Any]) -> np.ndarray | None:
         vec, cold, fmt, dim = cols

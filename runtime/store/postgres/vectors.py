@@ -63,19 +63,28 @@ def stack(rows: Sequence[tuple[Any, Any, Any, Any]], dim: int) -> np.ndarray:
 
 
 def conform(conn: Any, cold_format: str, where: str, params: Sequence[Any],
-            rowids: Sequence[int] | None = None) -> int:
+            rowids: Sequence[int] | None = None, *, ids: Sequence[str] | None = None) -> int:
     """Re-encode the vectors of the memories matching ``where`` (on ``memories m``; with
-    ``rowids``, only those) whose format differs from what their tier calls for: float32 into
-    ``vec``, a cold format into ``cold``. Rows are locked in rowid order. Runs in the caller's
-    transaction; returns how many were rewritten."""
-    if rowids is not None and not rowids:
+    ``rowids`` or ``ids``, only those) whose format differs from what their tier calls for: float32
+    into ``vec``, a cold format into ``cold``. Rows are locked in rowid order. Runs in the caller's
+    transaction; returns how many were rewritten.
+
+    A list of rowids or ids drives the join (``unnest``) and each vector is looked up by its key: on
+    freshly written rows, whose statistics are stale, a plain join scanned the scope's vectors once
+    per memory — quadratic, 1.2 s for 3,000 archived memories (30 s for 10,000)."""
+    if (rowids is not None and not rowids) or (ids is not None and not ids):
         return 0
-    extra = "" if rowids is None else " AND m.rowid = ANY(%s)"
+    source, extra = "memories m", []  # type: tuple[str, list[Any]]
+    if rowids is not None:
+        source, extra = "unnest(%s::bigint[]) AS f(k) JOIN memories m ON m.rowid = f.k", [[int(r) for r in rowids]]
+    elif ids is not None:
+        source, extra = "unnest(%s::text[]) AS f(k) JOIN memories m ON m.id = f.k", [[str(i) for i in ids]]
+    # each memory's vector by its primary key (LATERAL, OFFSET 0: see SqlDialect.vector_of_memory)
     rows = conn.execute(
-        f"SELECT m.rowid, m.tier, {VEC_COLS} FROM memories m JOIN vectors v ON v.mem_rowid = m.rowid "
-        f"WHERE {where} AND v.fmt != (CASE m.tier WHEN 'archive' THEN %s ELSE %s END){extra} "
-        f"ORDER BY m.rowid FOR UPDATE OF m, v",
-        [*params, cold_format, tiers.HOT_FORMAT, *([] if rowids is None else [[int(r) for r in rowids]])],
+        f"SELECT m.rowid, m.tier, {VEC_COLS} FROM {source} CROSS JOIN LATERAL (SELECT * FROM vectors v "
+        f"WHERE v.mem_rowid = m.rowid OFFSET 0) v WHERE {where} "
+        f"AND v.fmt != (CASE m.tier WHEN 'archive' THEN %s ELSE %s END) ORDER BY m.rowid FOR UPDATE OF m, v",
+        [*extra, *params, cold_format, tiers.HOT_FORMAT],
         binary=True).fetchall()  # binary: pgvector's text parser costs ~0.2 ms a vector
     return _rewrite(conn, cold_format, rows)
 
@@ -87,11 +96,17 @@ def _rewrite(conn: Any, cold_format: str, rows: Sequence[tuple[Any, ...]]) -> in
         if v is None:
             continue
         want = tiers.wanted_format(str(tier), cold_format)
-        hot, blob = columns(v, want)
-        updates.append((hot, blob, want, rowid))
-    if updates:
+        x, blob = columns(v, want)
+        updates.append((x, blob, want, rowid))
+    to_hot = [u for u in updates if u[0] is not None]
+    cold = [u for u in updates if u[0] is None]
+    if to_hot:  # back to float32 (promotions: few)
         with conn.cursor() as cur:
-            cur.executemany("UPDATE vectors SET vec = %s, cold = %s, fmt = %s WHERE mem_rowid = %s", updates)
+            cur.executemany("UPDATE vectors SET vec = %s, cold = %s, fmt = %s WHERE mem_rowid = %s", to_hot)
+    if cold:  # into the cold format (an archiving decision: thousands) in one statement
+        conn.execute("UPDATE vectors AS v SET vec = NULL, cold = u.cold, fmt = u.fmt "
+                     "FROM unnest(%b::bytea[], %b::text[], %b::bigint[]) AS u(cold, fmt, k) WHERE v.mem_rowid = u.k",
+                     [[u[1] for u in cold], [u[2] for u in cold], [int(u[3]) for u in cold]])  # %b: no hex escaping
     return len(updates)
 
 

@@ -36,6 +36,9 @@ __all__ = ["SqlTenant", "TakenId", "retried"]
 F = TypeVar("F", bound=Callable[..., Any])
 T = TypeVar("T")
 
+_DECISION_ITEM_COLUMNS = (("decision_rowid", "bigint"), ("memory_id", "text"), ("kept", "boolean"), ("reason", "text"),
+                          ("payload", "text"))
+
 
 class TakenId(Exception):
     """Raised by :meth:`SqlTenant.insert_memories`: row ``index`` of the batch has an id that is taken."""
@@ -665,6 +668,5 @@ class SqlTenant:
         rowid = conn.execute(f"INSERT INTO decisions(decision_id, user_id, agent_id, at, payload) "
                              f"VALUES ({ph},{ph},{ph},{ph},{ph}) RETURNING id",
                              (decision_id, self.user_id, self.agent_id, at, head)).fetchone()[0]
-        self.dialect.many(conn, f"INSERT INTO decision_items(decision_rowid, memory_id, kept, reason, payload) "
-                                f"VALUES ({ph},{ph},{ph},{ph},{ph})",
-                          [(rowid, m, bool(k), r, p) for m, k, r, p in items])
+        self.dialect.insert_many(conn, "decision_items", _DECISION_ITEM_COLUMNS,
+                                 [(rowid, m, bool(k), r, p) for m, k, r, p in items])

@@ -91,9 +91,7 @@ def prepare_many(core: ScopeCore, items: Sequence[tuple[Any, Any, dict[str, Any]
             staged.append(None)
             continue
         with _naming_item(i):
-            first = _stage(core, item, emb, fields, False, f"item {i}: ", batch)
-        assert isinstance(first, _Staged)  # text items stop before the role model
-        staged.append(first)
+            staged.append(_stage_text(core, item, emb, fields, False, f"item {i}: "))
     todo = [(k, st) for k, st in enumerate(staged) if st is not None and st.wants_model]
     decisions = dialog_role.classify_many(core, [st.vec for _, st in todo], [st.current for _, st in todo])
     by_model = {k: d for (k, _), d in zip(todo, decisions)}
@@ -146,6 +144,12 @@ def _stage(core: ScopeCore, item: Any, embedding: Any, fields: dict[str, Any], t
     if not isinstance(item, str):
         raise ValidationError(f"{where}cannot write a {type(item).__name__}; pass content text, a MemIR or "
                               "a dict", field="content")
+    return _stage_text(core, item, embedding, fields, track, where)
+
+
+def _stage_text(core: ScopeCore, item: str, embedding: Any, fields: dict[str, Any], track: bool,
+                where: str) -> _Staged:
+    """Stages 1–4 of content text, up to the role model."""
     store, asm = core.store, core.store.assembler
     acting = core.live().acting
     if acting is not None:  # the role the agent acts in (Scope.acting_as): what the caller did not say

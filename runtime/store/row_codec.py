@@ -6,6 +6,7 @@ JSON."""
 from __future__ import annotations
 
 import json
+import math
 from datetime import UTC, datetime
 from typing import Any
 
@@ -70,12 +71,15 @@ def row_to_record(record_json: str, access_count: int, last_accessed_at: float |
                   utility: float | None, retention_reason: str | None) -> MemIR:
     """Rebuild the record from its JSON body and the usage columns.
 
-    One ``model_validate_json`` over the body with the usage spliced in (~25 µs, about half of
-    ``json.loads`` + ``model_validate``). Every call returns a fresh, unshared record: a cache of
-    parsed records handed out shallow copies whose nested models (metadata, provenance) were
-    shared, so mutating one returned record silently changed later reads of the same row.
+    One ``model_validate_json`` over the body with the usage spliced in as JSON text written here
+    (~13 µs in all, about half of ``json.loads`` + ``model_validate``; ``json.dumps`` of the usage
+    dict cost a quarter more). Every call returns a fresh, unshared record: a cache of parsed
+    records handed out shallow copies whose nested models (metadata, provenance) were shared, so
+    mutating one returned record silently changed later reads of the same row.
     """
-    last = from_ts(last_accessed_at)
-    usage = json.dumps({"access_count": int(access_count), "last_accessed_at": last and last.isoformat(),
-                        "utility": utility, "retention_reason": retention_reason}, separators=(",", ":"))
-    return MemIR.model_validate_json(f'{record_json[:-1]},"usage":{usage}}}')
+    last = "null" if last_accessed_at is None else f'"{from_ts(last_accessed_at).isoformat()}"'  # type: ignore[union-attr]
+    util = ("null" if utility is None else repr(float(utility)) if math.isfinite(utility)
+            else json.dumps(float(utility)))
+    reason = "null" if retention_reason is None else json.dumps(retention_reason)
+    return MemIR.model_validate_json(f'{record_json[:-1]},"usage":{{"access_count":{int(access_count)},'
+                                     f'"last_accessed_at":{last},"utility":{util},"retention_reason":{reason}}}}}')

@@ -16,7 +16,7 @@ The second half — insert, supersede, session closing and triggers — is :mod:
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -76,33 +76,47 @@ def prepare(core: ScopeCore, item: Any, embedding: Any, fields: dict[str, Any], 
     return _built(core, staged, by_model, batch)
 
 
-def prepare_many(core: ScopeCore, items: Sequence[tuple[Any, Any, dict[str, Any]]]) -> list[Prepared]:
-    """:func:`prepare` for the items of one ``write_many`` — ``(item, embedding, fields)`` each, in
-    order, the session order as given — with the role model run once for all of them. Each item is
-    corroborated against the stored memories and the batch's earlier items.
+def prepare_many(core: ScopeCore, items: Iterable[str | MemIR | dict[str, Any]]) -> list[Prepared]:
+    """:func:`prepare` for the items of one ``write_many`` — content text, a ``MemIR``, or a dict of
+    ``content``, an optional ``embedding`` and fields — in order, the session order as given, with
+    the role model run once for all of them. Each item is corroborated against the stored memories
+    and the batch's earlier items.
 
     Raises:
         ValidationError: naming the first bad item (``item 3: ...``, field ``[3]. ...``).
     """
-    batch = BatchNeighbours()
+    unpacked: list[tuple[Any, Any, dict[str, Any]]] = []
     staged: list[_Staged | None] = []  # None: a MemIR or an Assembly, prepared whole in the second pass
-    for i, (item, emb, fields) in enumerate(items):                             # stages 1–4 of text items
-        if not isinstance(item, str):
-            staged.append(None)
-            continue
+    for i, raw in enumerate(items):                                             # stages 1–4 of text items
         with _naming_item(i):
-            staged.append(_stage_text(core, item, emb, fields, False, f"item {i}: "))
+            item, emb, fields = _unpacked(raw)
+            unpacked.append((item, emb, fields))
+            staged.append(_stage_text(core, item, emb, fields, False, f"item {i}: ") if isinstance(item, str)
+                          else None)
     todo = [(k, st) for k, st in enumerate(staged) if st is not None and st.wants_model]
     decisions = dialog_role.classify_many(core, [st.vec for _, st in todo], [st.current for _, st in todo])
     by_model = {k: d for (k, _), d in zip(todo, decisions)}
+    batch = BatchNeighbours()
     out: list[Prepared] = []
-    for i, ((item, emb, fields), st) in enumerate(zip(items, staged)):          # stages 4–6, in order
+    for i, ((item, emb, fields), st) in enumerate(zip(unpacked, staged)):       # stages 4–6, in order
         with _naming_item(i):
             p = (prepare(core, item, emb, fields, track=False, where=f"item {i}: ", batch=batch) if st is None
                  else _built(core, st, by_model.get(i), batch))
         out.append(p)
         batch.add(p.record, p.vector)
     return out
+
+
+def _unpacked(item: Any) -> tuple[Any, Any, dict[str, Any]]:
+    """``(item, embedding, fields)`` of one ``write_many`` item (a dict is content + embedding + fields)."""
+    if not isinstance(item, dict):
+        return item, None, {}
+    fields = dict(item)
+    emb = fields.pop("embedding", None)
+    content = fields.pop("content", None)
+    if not isinstance(content, str):
+        raise ValidationError("each item needs a 'content' string", field="content")
+    return content, emb, fields
 
 
 @contextmanager

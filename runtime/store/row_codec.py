@@ -77,7 +77,7 @@ def row_to_record(record_json: str, access_count: int, last_accessed_at: float |
     records handed out shallow copies whose nested models (metadata, provenance) were shared, so
     mutating one returned record silently changed later reads of the same row.
     """
-    last = "null" if last_accessed_at is None else f'"{from_ts(last_accessed_at).isoformat()}"'  # type: ignore[union-attr]
+    last = "null" if last_accessed_at is None else f'"{datetime.fromtimestamp(last_accessed_at, tz=UTC).isoformat()}"'
     util = ("null" if utility is None else repr(float(utility)) if math.isfinite(utility)
             else json.dumps(float(utility)))
     reason = "null" if retention_reason is None else json.dumps(retention_reason)

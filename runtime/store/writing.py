@@ -27,7 +27,7 @@ from . import dialog_role
 from .corroboration import back_links
 from .forgetting import forget
 from .live import LiveContext
-from .prepare import Prepared, prepare, prepare_many
+from .prepare import prepare, prepare_many
 from .retaining import auto_retain
 from .scope_core import ScopeCore
 from .session_close import close_session
@@ -65,7 +65,7 @@ def write_many(core: ScopeCore, items: Iterable[str | MemIR | dict[str, Any]]) -
     and nothing is written), one insert, then the sessions the batch closed, then one trigger."""
     live = core.live()
     with live.lock:
-        prepared = _prepare_batch(core, items)                                                       # 1
+        prepared = prepare_many(core, items)                                                       # 1
         if not prepared:
             return []
         recs = [p.record for p in prepared]
@@ -110,21 +110,6 @@ def check_history(history: object) -> None:
     """``history`` of a correction: ``archive``, ``keep`` or ``delete`` (a typed error otherwise)."""
     if history not in ("archive", "keep", "delete"):
         raise ValidationError(f"history must be 'archive', 'keep' or 'delete', got {history!r}", field="history")
-
-
-def _prepare_batch(core: ScopeCore, items: Iterable[str | MemIR | dict[str, Any]]) -> list[Prepared]:
-    staged: list[tuple[Any, Any, dict[str, Any]]] = []
-    for i, item in enumerate(items):
-        if isinstance(item, dict):
-            d = dict(item)
-            emb = d.pop("embedding", None)
-            content = d.pop("content", None)
-            if not isinstance(content, str):
-                raise ValidationError(f"item {i}: each item needs a 'content' string", field=f"[{i}].content")
-            staged.append((content, emb, d))
-        else:
-            staged.append((item, None, {}))
-    return prepare_many(core, staged)
 
 
 def _session_row(rec: MemIR, live: LiveContext, sid: str | None = None) -> tuple[str | None, float | None]:

@@ -74,7 +74,7 @@ def conform(conn: Any, cold_format: str, where: str, params: Sequence[Any],
     per memory — quadratic: 1.2 s of a 2 s archive of 3,000 memories written just before."""
     if (rowids is not None and not rowids) or (ids is not None and not ids):
         return 0
-    source, extra = "memories m", []  # type: tuple[str, list[Any]]
+    source, extra = "memories m", list[Any]()
     if rowids is not None:
         source, extra = "unnest(%s::bigint[]) AS f(k) JOIN memories m ON m.rowid = f.k", [[int(r) for r in rowids]]
     elif ids is not None:

@@ -52,7 +52,7 @@ with runtime.MemoryStore.open(":memory:", embedder=HashEmbedder(64)) as store:
 
 @pytest.mark.parametrize(("modules", "use"), [
     ("runtime", ""),
-    ("runtime, runtime.store.scope, runtime.store, runtime.store.ranking, runtime.store.filters, runtime.store.sqlite.vector_cache, runtime.record.builder",
+    ("runtime, runtime.store.scope, runtime.store, runtime.store.ranking, runtime.store.filters, runtime.store.sqlite.vector_cache, runtime.store.scope_cache, runtime.record.builder",
      ""),
     ("runtime", USE),
 ])

@@ -21,9 +21,10 @@ from typing import Any, Self
 from ...encoders.embedder import Embedder
 from ...errors import DeletionPendingError, NotFoundError, ValidationError
 from .. import tiers
+from ..scope_cache import VectorCache
 from . import vectors as _vectors
 from .schema import apply_pragmas, check_not_foreign, migrate
-from .vector_cache import VectorCache
+from .vector_cache import load_since
 
 __all__ = ["SqliteDB"]
 
@@ -236,7 +237,7 @@ class SqliteDB:
             cache.clear()
             cache.epoch = epoch
         if cache.data_version != dv or cache.write_gen != self._write_gen:
-            cache.load_since(conn)
+            load_since(cache, conn)
             cache.data_version, cache.write_gen = dv, self._write_gen
         return cache
 

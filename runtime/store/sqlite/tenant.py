@@ -22,6 +22,7 @@ from ..sql.dialect import SQLITE
 from ..sql.tenant import SqlTenant, TakenId
 from . import vectors as _vectors
 from .db import SqliteDB
+from .vector_cache import load_since
 
 __all__ = ["SqliteTenant"]
 
@@ -109,6 +110,6 @@ class SqliteTenant(SqlTenant):
         found, mat = cache.lookup(rowids)
         if len(found) != len(rowids):
             with self.db.read() as conn:
-                cache.load_since(conn)
+                load_since(cache, conn)
             found, mat = cache.lookup(rowids)
         return found, mat

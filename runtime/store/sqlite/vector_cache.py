@@ -1,190 +1,36 @@
-"""An in-process cache of one scope's vectors and filter columns, for fast filter-first recall.
-
-The cache proposes, SQL disposes. Recall evaluates the typed filter on a columnar copy of the
-scope's filter columns (``MemoryFilter.mask``), takes the exact vector top-K over the rows that
-pass, and then re-checks those few candidates with the scope's SQL (tenant clause + the same
-filter) before anything is returned. Asking SQLite for *every* qualifying rowid costs about a
-microsecond per row (tens of ms at 100k memories); the mask is a few numpy comparisons.
-
-Why it cannot leak: a cache belongs to one ``(user, agent, encoder)`` and is filled only by a
-query bound to that scope; every candidate is re-verified by SQL with the tenant clause.
+"""Filling a scope's :class:`~runtime.store.scope_cache.VectorCache` from a SQLite store.
 
 Freshness: ``PRAGMA data_version`` moves when another connection commits and the store's write
-generation moves when this one does; the cache then loads rows with a higher rowid. Anything that
-changes existing rows (delete, forget, tier/filter-column updates, re-embedding) bumps the store's
-``vector_epoch`` (SQL triggers do it, so no code path can forget), and the cache reloads fully.
-
-Cold-tier vectors (int8 / float16 on disk) are decoded to float32 here: the cache holds every
-row at full width, so one recall compares working and archived memories alike.
+generation moves when this one does; the cache then loads rows with a higher rowid
+(:func:`load_since`). Anything that changes existing rows (delete, forget, tier/filter-column
+updates, re-embedding) bumps the store's ``vector_epoch`` (SQL triggers do it, so no code path can
+forget), and the cache reloads fully (:meth:`runtime.store.sqlite.db.SqliteDB.vector_cache`).
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
 
-import numpy as np
+from ..scope_cache import CODED_COLUMNS, FLOAT_COLUMNS, VectorCache
 
-from .. import tiers
-
-__all__ = ["VectorCache", "CODED_COLUMNS", "FLOAT_COLUMNS"]
-
-# Filter columns mirrored from ``memories``: text columns as int codes (None -> -1), reals as float64.
-CODED_COLUMNS = ("tier", "source_type", "session_id", "active_role", "sub_role", "dialog_role", "task_id",
-                 "sensitivity")
-FLOAT_COLUMNS = ("event_time", "expires_at", "confidence")  # expires_at None -> NaN
-_UNKNOWN = -2  # code of a filter value the scope has never seen: matches nothing
-_BLOCK = 256   # rows gathered per block in similarities(): 384 KB at dim 384, cache-resident
+__all__ = ["load_since"]
 
 
-class VectorCache:
-    """Vectors and filter columns of one (user, agent, encoder) scope, keyed by SQLite rowid."""
-
-    def __init__(self, user_id: str, agent_id: str, encoder_id: str, dim: int) -> None:
-        self.user_id, self.agent_id, self.encoder_id, self.dim = user_id, agent_id, encoder_id, dim
-        self.epoch: str | None = None
-        self.data_version: int | None = None
-        self.write_gen: int | None = None
-        self.clear()
-
-    def clear(self) -> None:
-        """Drop everything (the next load starts from rowid 0)."""
-        self._n = 0
-        self._rowids = np.zeros(0, dtype=np.int64)       # sorted ascending
-        self._mat = np.zeros((0, self.dim), dtype=np.float32)
-        self._has_vec = np.zeros(0, dtype=bool)           # False: no vector from this encoder
-        self._cols: dict[str, np.ndarray] = {c: np.zeros(0, np.int32) for c in CODED_COLUMNS}
-        self._cols.update({c: np.zeros(0, np.float64) for c in FLOAT_COLUMNS})
-        self._vocab: dict[str, dict[str, int]] = {c: {} for c in CODED_COLUMNS}
-        self._tag_pos: dict[str, list[int]] = {}
-        self._tag_arr: dict[str, np.ndarray] = {}        # _tag_pos as arrays, rebuilt after a load
-        self._gather = np.empty((_BLOCK, self.dim), dtype=np.float32)  # reused block buffer
-        self.data_version = None
-        self.write_gen = None
-
-    # ------------------------------------------------------------------ reads
-    @property
-    def n(self) -> int:
-        """Number of cached rows."""
-        return self._n
-
-    @property
-    def max_rowid(self) -> int:
-        return int(self._rowids[self._n - 1]) if self._n else 0
-
-    @property
-    def rowids(self) -> np.ndarray:
-        return self._rowids[: self._n]
-
-    @property
-    def matrix(self) -> np.ndarray:
-        """The unit vectors, row-aligned with :attr:`rowids` (zero rows where ``has_vector`` is False)."""
-        return self._mat[: self._n]
-
-    @property
-    def has_vector(self) -> np.ndarray:
-        return self._has_vec[: self._n]
-
-    def column(self, name: str) -> np.ndarray:
-        """A filter column (codes or floats), row-aligned with :attr:`rowids`."""
-        return self._cols[name][: self._n]
-
-    def codes(self, name: str, values: Sequence[str]) -> np.ndarray:
-        """Codes of ``values`` in column ``name`` (values never seen get a code no row has)."""
-        vocab = self._vocab[name]
-        return np.array([vocab.get(v, _UNKNOWN) for v in values], dtype=np.int32)
-
-    def tag_mask(self, tags: Sequence[str]) -> np.ndarray:
-        """Rows carrying at least one of ``tags``."""
-        out = np.zeros(self._n, dtype=bool)
-        for t in tags:
-            if t in self._tag_pos:
-                arr = self._tag_arr.get(t)
-                if arr is None:
-                    arr = self._tag_arr[t] = np.asarray(self._tag_pos[t], dtype=np.int64)
-                out[arr] = True
-        return out
-
-    def similarities(self, pos: np.ndarray, q: np.ndarray) -> np.ndarray:
-        """Cosine of ``q`` with the rows at positions ``pos`` (float32, ``pos`` ascending).
-
-        Gathers and multiplies in blocks of :data:`_BLOCK` rows through one small reused buffer that
-        stays in cache: gathering all passing rows first (15 MB at 10k x 384) and reading them back
-        costs about twice as much memory traffic (measured 12–15 ms vs 7 ms per recall at 100k).
-        """
-        if 2 * len(pos) > self._n:  # most rows pass: one mat-vec over all beats any gather
-            return (self.matrix @ q)[pos]
-        out = np.empty(len(pos), dtype=np.float32)
-        for s in range(0, len(pos), _BLOCK):
-            p = pos[s:s + _BLOCK]
-            blk = np.take(self._mat, p, axis=0, out=self._gather[: len(p)], mode="clip")
-            np.dot(blk, q, out=out[s:s + len(p)])
-        return out
-
-    def lookup(self, rowids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Vectors of ``rowids``; returns (found_rowids, matrix rows). Rows without a vector from
-        this encoder are not "found" (the caller reports the encoder mismatch)."""
-        if not self._n:
-            return rowids[:0], np.zeros((0, self.dim), np.float32)
-        r = self.rowids
-        pos = np.clip(np.searchsorted(r, rowids), 0, self._n - 1)
-        ok = (r[pos] == rowids) & self._has_vec[pos]
-        return rowids[ok], self._mat[pos[ok]]
-
-    # ------------------------------------------------------------------ loading
-    def _grow(self, need: int) -> None:
-        cap = len(self._rowids)
-        if need <= cap:
-            return
-        cap = max(need, 2 * cap, 1024)  # amortised growth, like a Python list
-
-        def grown(a: np.ndarray) -> np.ndarray:
-            b = np.zeros((cap, *a.shape[1:]), dtype=a.dtype)
-            b[: self._n] = a[: self._n]
-            return b
-
-        self._rowids, self._mat, self._has_vec = grown(self._rowids), grown(self._mat), grown(self._has_vec)
-        self._cols = {c: grown(a) for c, a in self._cols.items()}
-
-    def load_since(self, conn: sqlite3.Connection) -> int:
-        """Load this scope's rows with rowid above the cached maximum. Returns how many were added."""
-        base = self.max_rowid
-        cols = ", ".join(f"m.{c}" for c in CODED_COLUMNS + FLOAT_COLUMNS)
-        # Driven by the (user_id, agent_id[, rowid]) index: cost is the number of *new* rows only.
-        rows = conn.execute(
-            f"SELECT m.rowid, {cols}, v.fmt, v.vec FROM memories m INDEXED BY ix_mem_scope "
-            "LEFT JOIN vectors v ON v.mem_rowid = m.rowid AND v.encoder_id = ? AND v.dim = ? "
-            "WHERE m.user_id = ? AND m.agent_id = ? AND m.rowid > ? ORDER BY m.rowid",
-            (self.encoder_id, self.dim, self.user_id, self.agent_id, base)).fetchall()
-        if not rows:
-            return 0
-        lo, k = self._n, len(rows)
-        self._grow(lo + k)
-        hi = lo + k
-        self._rowids[lo:hi] = np.fromiter((r[0] for r in rows), dtype=np.int64, count=k)
-        for j, c in enumerate(CODED_COLUMNS, 1):
-            vocab = self._vocab[c]
-            self._cols[c][lo:hi] = np.fromiter(
-                (-1 if r[j] is None else vocab.setdefault(r[j], len(vocab)) for r in rows), dtype=np.int32, count=k)
-        for j, c in enumerate(FLOAT_COLUMNS, 1 + len(CODED_COLUMNS)):
-            self._cols[c][lo:hi] = np.fromiter(
-                (np.nan if r[j] is None else r[j] for r in rows), dtype=np.float64, count=k)
-        has = np.fromiter((r[-1] is not None for r in rows), dtype=bool, count=k)
-        self._has_vec[lo:hi] = has
-        if has.all() and all(r[-2] == tiers.HOT_FORMAT for r in rows):
-            self._mat[lo:hi] = np.frombuffer(b"".join(r[-1] for r in rows), dtype=np.float32).reshape(k, self.dim)
-        else:  # cold rows (or rows without a vector of this encoder) among them: decode by format
-            idx = np.flatnonzero(has)
-            self._mat[lo + idx] = tiers.decode_rows([(rows[i][-1], rows[i][-2]) for i in idx], self.dim)
-        tag_rows = conn.execute(
-            "SELECT t.mem_rowid, t.tag FROM memories m INDEXED BY ix_mem_scope "
-            "JOIN memory_tags t ON t.mem_rowid = m.rowid "
-            "WHERE m.user_id = ? AND m.agent_id = ? AND m.rowid > ? AND m.rowid <= ?",  # same rows as above
-            (self.user_id, self.agent_id, base, int(self._rowids[hi - 1]))).fetchall()
-        if tag_rows:
-            pos = np.searchsorted(self._rowids[:hi], np.fromiter((t[0] for t in tag_rows), np.int64, len(tag_rows)))
-            for p, (_, tag) in zip(pos.tolist(), tag_rows):
-                self._tag_pos.setdefault(tag, []).append(p)
-                self._tag_arr.pop(tag, None)
-        self._n = hi
-        return k
+def load_since(cache: VectorCache, conn: sqlite3.Connection) -> int:
+    """Load the cache's scope's rows with rowid above the cached maximum. Returns how many were added."""
+    base = cache.max_rowid
+    cols = ", ".join(f"m.{c}" for c in CODED_COLUMNS + FLOAT_COLUMNS)
+    # Driven by the (user_id, agent_id[, rowid]) index: cost is the number of *new* rows only.
+    rows = conn.execute(
+        f"SELECT m.rowid, {cols}, v.fmt, v.vec FROM memories m INDEXED BY ix_mem_scope "
+        "LEFT JOIN vectors v ON v.mem_rowid = m.rowid AND v.encoder_id = ? AND v.dim = ? "
+        "WHERE m.user_id = ? AND m.agent_id = ? AND m.rowid > ? ORDER BY m.rowid",
+        (cache.encoder_id, cache.dim, cache.user_id, cache.agent_id, base)).fetchall()
+    if not rows:
+        return 0
+    tags = conn.execute(
+        "SELECT t.mem_rowid, t.tag FROM memories m INDEXED BY ix_mem_scope "
+        "JOIN memory_tags t ON t.mem_rowid = m.rowid "
+        "WHERE m.user_id = ? AND m.agent_id = ? AND m.rowid > ? AND m.rowid <= ?",  # same rows as above
+        (cache.user_id, cache.agent_id, base, int(rows[-1][0]))).fetchall()
+    return cache.append(rows, tags)

@@ -1,0 +1,190 @@
+"""An in-process cache of one scope's vectors and filter columns, for fast filter-first recall.
+
+The cache proposes, SQL disposes. Recall evaluates the typed filter on a columnar copy of the
+scope's filter columns (``MemoryFilter.mask``), takes the exact vector top-K over the rows that
+pass, and then re-checks those few candidates with the scope's SQL (tenant clause + the same
+filter) before anything is returned. Asking the database for *every* qualifying rowid costs about a
+microsecond per row (tens of ms at 100k memories); the mask is a few numpy comparisons.
+
+Why it cannot leak: a cache belongs to one ``(user, agent, encoder)`` and is filled only by a
+query bound to that scope; every candidate is re-verified by SQL with the tenant clause.
+
+Each backend fills it from its own SQL and keeps it fresh its own way (rows are only ever appended
+here, in rowid order; anything that changes existing rows makes the backend drop the cache):
+SQLite in :mod:`runtime.store.sqlite.vector_cache`, PostgreSQL in
+:mod:`runtime.store.postgres.vector_cache`.
+
+Cold-tier vectors (int8 / float16 on disk) are decoded to float32 here: the cache holds every
+row at full width, so one recall compares working and archived memories alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from . import tiers
+
+__all__ = ["VectorCache", "CODED_COLUMNS", "FLOAT_COLUMNS"]
+
+# Filter columns mirrored from ``memories``: text columns as int codes (None -> -1), reals as float64.
+CODED_COLUMNS = ("tier", "source_type", "session_id", "active_role", "sub_role", "dialog_role", "task_id",
+                 "sensitivity")
+FLOAT_COLUMNS = ("event_time", "expires_at", "confidence")  # expires_at None -> NaN
+_UNKNOWN = -2  # code of a filter value the scope has never seen: matches nothing
+_BLOCK = 256   # rows gathered per block in similarities(): 384 KB at dim 384, cache-resident
+
+
+class VectorCache:
+    """Vectors and filter columns of one (user, agent, encoder) scope, keyed by rowid."""
+
+    def __init__(self, user_id: str, agent_id: str, encoder_id: str, dim: int) -> None:
+        self.user_id, self.agent_id, self.encoder_id, self.dim = user_id, agent_id, encoder_id, dim
+        self.epoch: str | int | None = None       # the backend's freshness stamps, as of the last load
+        self.data_version: int | None = None
+        self.write_gen: int | None = None
+        self.clear()
+
+    def clear(self) -> None:
+        """Drop everything (the next load starts from rowid 0)."""
+        self._n = 0
+        self._rowids = np.zeros(0, dtype=np.int64)       # sorted ascending
+        self._mat = np.zeros((0, self.dim), dtype=np.float32)
+        self._has_vec = np.zeros(0, dtype=bool)           # False: no vector from this encoder
+        self._cols: dict[str, np.ndarray] = {c: np.zeros(0, np.int32) for c in CODED_COLUMNS}
+        self._cols.update({c: np.zeros(0, np.float64) for c in FLOAT_COLUMNS})
+        self._vocab: dict[str, dict[str, int]] = {c: {} for c in CODED_COLUMNS}
+        self._tag_pos: dict[str, list[int]] = {}
+        self._tag_arr: dict[str, np.ndarray] = {}        # _tag_pos as arrays, rebuilt after a load
+        self._gather = np.empty((_BLOCK, self.dim), dtype=np.float32)  # reused block buffer
+        self.data_version = None
+        self.write_gen = None
+
+    # ------------------------------------------------------------------ reads
+    @property
+    def n(self) -> int:
+        """Number of cached rows."""
+        return self._n
+
+    @property
+    def max_rowid(self) -> int:
+        return int(self._rowids[self._n - 1]) if self._n else 0
+
+    @property
+    def rowids(self) -> np.ndarray:
+        return self._rowids[: self._n]
+
+    @property
+    def matrix(self) -> np.ndarray:
+        """The unit vectors, row-aligned with :attr:`rowids` (zero rows where ``has_vector`` is False)."""
+        return self._mat[: self._n]
+
+    @property
+    def has_vector(self) -> np.ndarray:
+        return self._has_vec[: self._n]
+
+    def column(self, name: str) -> np.ndarray:
+        """A filter column (codes or floats), row-aligned with :attr:`rowids`."""
+        return self._cols[name][: self._n]
+
+    def codes(self, name: str, values: Sequence[str]) -> np.ndarray:
+        """Codes of ``values`` in column ``name`` (values never seen get a code no row has)."""
+        vocab = self._vocab[name]
+        return np.array([vocab.get(v, _UNKNOWN) for v in values], dtype=np.int32)
+
+    def tag_mask(self, tags: Sequence[str]) -> np.ndarray:
+        """Rows carrying at least one of ``tags``."""
+        out = np.zeros(self._n, dtype=bool)
+        for t in tags:
+            if t in self._tag_pos:
+                arr = self._tag_arr.get(t)
+                if arr is None:
+                    arr = self._tag_arr[t] = np.asarray(self._tag_pos[t], dtype=np.int64)
+                out[arr] = True
+        return out
+
+    def similarities(self, pos: np.ndarray, q: np.ndarray) -> np.ndarray:
+        """Cosine of ``q`` with the rows at positions ``pos`` (float32, ``pos`` ascending).
+
+        Gathers and multiplies in blocks of :data:`_BLOCK` rows through one small reused buffer that
+        stays in cache: gathering all passing rows first (15 MB at 10k x 384) and reading them back
+        costs about twice as much memory traffic (measured 12–15 ms vs 7 ms per recall at 100k).
+        """
+        if 2 * len(pos) > self._n:  # most rows pass: one mat-vec over all beats any gather
+            return (self.matrix @ q)[pos]
+        out = np.empty(len(pos), dtype=np.float32)
+        for s in range(0, len(pos), _BLOCK):
+            p = pos[s:s + _BLOCK]
+            blk = np.take(self._mat, p, axis=0, out=self._gather[: len(p)], mode="clip")
+            np.dot(blk, q, out=out[s:s + len(p)])
+        return out
+
+    def lookup(self, rowids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Vectors of ``rowids``; returns (found_rowids, matrix rows). Rows without a vector from
+        this encoder are not "found" (the caller reports the encoder mismatch)."""
+        if not self._n:
+            return rowids[:0], np.zeros((0, self.dim), np.float32)
+        r = self.rowids
+        pos = np.clip(np.searchsorted(r, rowids), 0, self._n - 1)
+        ok = (r[pos] == rowids) & self._has_vec[pos]
+        return rowids[ok], self._mat[pos[ok]]
+
+    # ------------------------------------------------------------------ loading
+    @property
+    def nbytes(self) -> int:
+        """Bytes held (the arrays' capacity)."""
+        return int(self._mat.nbytes + self._rowids.nbytes + self._has_vec.nbytes
+                   + sum(a.nbytes for a in self._cols.values()))
+
+    def _grow(self, need: int) -> None:
+        cap = len(self._rowids)
+        if need <= cap:
+            return
+        cap = max(need, 2 * cap, 1024)  # amortised growth, like a Python list
+
+        def grown(a: np.ndarray) -> np.ndarray:
+            b = np.zeros((cap, *a.shape[1:]), dtype=a.dtype)
+            b[: self._n] = a[: self._n]
+            return b
+
+        self._rowids, self._mat, self._has_vec = grown(self._rowids), grown(self._mat), grown(self._has_vec)
+        self._cols = {c: grown(a) for c, a in self._cols.items()}
+
+    def append(self, rows: Sequence[Sequence[Any]], tags: Sequence[tuple[int, str]] = (), *,
+               vectors: np.ndarray | None = None) -> int:
+        """Append rows newer than every cached one, in rowid order: each
+        ``(rowid, *CODED_COLUMNS, *FLOAT_COLUMNS, fmt, vector bytes)`` (fmt and bytes None when the
+        memory has no vector of this encoder), and ``tags``, ``(rowid, tag)`` pairs of those rows.
+        ``vectors``: the rows' unit vectors already decoded (``(len(rows), dim)``, zeros for rows
+        without one), when the caller has them; the bytes are then not read. Returns how many rows were added."""
+        if not rows:
+            return 0
+        lo, k = self._n, len(rows)
+        self._grow(lo + k)
+        hi = lo + k
+        self._rowids[lo:hi] = np.fromiter((r[0] for r in rows), dtype=np.int64, count=k)
+        for j, c in enumerate(CODED_COLUMNS, 1):
+            vocab = self._vocab[c]
+            self._cols[c][lo:hi] = np.fromiter(
+                (-1 if r[j] is None else vocab.setdefault(r[j], len(vocab)) for r in rows), dtype=np.int32, count=k)
+        for j, c in enumerate(FLOAT_COLUMNS, 1 + len(CODED_COLUMNS)):
+            self._cols[c][lo:hi] = np.fromiter(
+                (np.nan if r[j] is None else r[j] for r in rows), dtype=np.float64, count=k)
+        has = np.fromiter((r[-1] is not None for r in rows), dtype=bool, count=k)
+        self._has_vec[lo:hi] = has
+        if vectors is not None:  # rows without a vector are zeros there, as here
+            self._mat[lo:hi] = vectors
+        elif has.all() and all(r[-2] == tiers.HOT_FORMAT for r in rows):
+            self._mat[lo:hi] = np.frombuffer(b"".join(r[-1] for r in rows), dtype=np.float32).reshape(k, self.dim)
+        else:  # cold rows (or rows without a vector of this encoder) among them: decode by format
+            idx = np.flatnonzero(has)
+            self._mat[lo + idx] = tiers.decode_rows([(rows[i][-1], rows[i][-2]) for i in idx.tolist()], self.dim)
+        if tags:
+            pos = np.searchsorted(self._rowids[:hi], np.fromiter((t[0] for t in tags), np.int64, len(tags)))
+            for p, (_, tag) in zip(pos.tolist(), tags):
+                self._tag_pos.setdefault(tag, []).append(p)
+                self._tag_arr.pop(tag, None)
+        self._n = hi
+        return k

@@ -24,6 +24,7 @@ from .. import tiers
 from ..location import redact_url
 from . import vectors
 from .schema import APP_ROLE, TENANT_TABLES, HnswSettings, hnsw_index_sql, migrate
+from .vector_cache import ScopeCaches
 
 __all__ = ["PgDB"]
 
@@ -54,6 +55,7 @@ class PgDB:
         self._building: set[str] = set()    # HNSW indexes this process is building
         self._large: dict[tuple[str, str], tuple[bool, float]] = {}  # scope -> (past exact_search_max, when)
         self._index_lock = threading.Lock()
+        self.vector_caches = ScopeCaches()  # scopes' vectors and filter columns, for searches of the archive
         self._closed = False
 
     # ------------------------------------------------------------------ lifecycle
@@ -287,7 +289,8 @@ class PgDB:
                 self._indexed.discard(name)
 
     def drop_caches(self) -> None:
-        """Nothing to drop: the Postgres backend keeps no vector cache in the process."""
+        """Forget every scope's vectors this process holds (:mod:`.vector_cache`; they reload on use)."""
+        self.vector_caches.drop()
 
     # ------------------------------------------------------------------ admin (cross-user, explicit)
     def users(self) -> list[tuple[str, str, int]]:
@@ -347,6 +350,7 @@ class PgDB:
             n = int(conn.execute("SELECT count(*) FROM memories WHERE user_id = %s", (user_id,)).fetchone()[0])
             for table in ("recall_log", "feedback", "decisions", "memories", "scopes"):  # cascades take the children
                 conn.execute(f"DELETE FROM {table} WHERE user_id = %s", (user_id,))
+        self.vector_caches.drop(user_id)
         self.drop_vector_indexes(user_id)
         self.scrub(wait_s)
         return n

@@ -18,13 +18,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...errors import NotFoundError, ValidationError
+from ..scope_cache import CODED_COLUMNS, FLOAT_COLUMNS
 
 __all__ = ["APP_ROLE", "STORE_FORMAT", "TENANT_TABLES", "HnswSettings", "hnsw_index_sql", "migrate"]
 
-STORE_FORMAT = 3
+STORE_FORMAT = 4
 """Version of this layout (independent of the SQLite layout's). 1: the first release. 2: vectors
 carry their format (``fmt``): float32 in ``vec`` (the working tier), float16/int8 in ``cold`` with
-``vec`` NULL (the archive, in the store's cold format: :mod:`runtime.store.tiers`)."""
+``vec`` NULL (the archive, in the store's cold format: :mod:`runtime.store.tiers`). 3: the
+``feedback`` table. 4: ``scopes.vector_epoch``, moved by triggers whenever a scope's stored
+vectors or filter columns change or go (what an in-process search cache checks: :mod:`.vector_cache`)."""
 
 APP_ROLE = "memir_app"
 """The role every scoped transaction runs as (``SET LOCAL ROLE``); created on first migration."""
@@ -37,6 +40,10 @@ _SCOPE_COLS = ("user_id text NOT NULL DEFAULT current_setting('memir.user_id'), 
 # a float32 vector is in `vec` (pgvector: the HNSW index covers it), a cold one in `cold`, never both
 _VEC_CHECK = ("vectors_fmt_check CHECK ((fmt = 'float32' AND vec IS NOT NULL AND cold IS NULL) "
               "OR (fmt IN ('float16', 'int8') AND vec IS NULL AND cold IS NOT NULL))")
+
+_EPOCH_SEQ = "memir_vector_epoch"
+"""Store-wide sequence of vector epochs: a value is never reused, so a scope deleted and written
+again never gets an epoch a stale cache could mistake for its own."""
 
 # (table, CREATE statement); the tenant tables all get the same RLS policy.
 _TABLES: list[tuple[str, str]] = [
@@ -81,6 +88,7 @@ _TABLES: list[tuple[str, str]] = [
         user_id text NOT NULL, agent_id text NOT NULL,
         seq bigint NOT NULL DEFAULT 0, decision_seq bigint NOT NULL DEFAULT 0,
         open_session text, session_last_at double precision,
+        vector_epoch bigint NOT NULL DEFAULT nextval('memir_vector_epoch'),
         PRIMARY KEY (user_id, agent_id))"""),
     ("vectors", f"""CREATE TABLE IF NOT EXISTS vectors (
         mem_rowid bigint PRIMARY KEY REFERENCES memories(rowid) ON DELETE CASCADE,
@@ -120,6 +128,38 @@ _INDEXES = [
     "CREATE INDEX IF NOT EXISTS ix_feedback_scope ON feedback(user_id, agent_id, at)",
     "CREATE INDEX IF NOT EXISTS ix_decisions_scope ON decisions(user_id, agent_id, at)",
     "CREATE INDEX IF NOT EXISTS ix_decision_items_mem ON decision_items(memory_id)",
+]
+
+# The scope's vector epoch moves whenever rows a search cache mirrors change or go. Statement-level
+# triggers: one bump per statement, whatever the number of rows. The scope is the transaction's
+# (``memir.user_id``/``memir.agent_id``, set by every scoped transaction); an admin transaction has
+# none and may have touched any scope, so it moves them all. Deleting memories cascades to their
+# vectors row by row (each cascade a statement of its own), so the vectors trigger skips cascades
+# (trigger depth > 0): the memories trigger has covered them. An UPDATE of memories moves the epoch
+# only when it sets a column the cache filters on (not the usage counters every recall updates).
+_EPOCH_SQL = [
+    f"""CREATE OR REPLACE FUNCTION memir_bump_vector_epoch() RETURNS trigger LANGUAGE plpgsql AS $$
+    DECLARE
+        u text := current_setting('memir.user_id', true);
+        a text := current_setting('memir.agent_id', true);
+    BEGIN
+        IF coalesce(u, '') = '' THEN
+            UPDATE scopes SET vector_epoch = nextval('{_EPOCH_SEQ}');
+        ELSE
+            UPDATE scopes SET vector_epoch = nextval('{_EPOCH_SEQ}') WHERE user_id = u AND agent_id = a;
+        END IF;
+        RETURN NULL;
+    END $$""",
+    "CREATE OR REPLACE TRIGGER vectors_epoch_update AFTER UPDATE ON vectors "
+    "FOR EACH STATEMENT EXECUTE FUNCTION memir_bump_vector_epoch()",
+    "CREATE OR REPLACE TRIGGER vectors_epoch_delete AFTER DELETE ON vectors "
+    "FOR EACH STATEMENT WHEN (pg_trigger_depth() < 1) EXECUTE FUNCTION memir_bump_vector_epoch()",
+    f"CREATE OR REPLACE TRIGGER memories_epoch_update AFTER UPDATE OF {', '.join(CODED_COLUMNS + FLOAT_COLUMNS)} "
+    "ON memories FOR EACH STATEMENT EXECUTE FUNCTION memir_bump_vector_epoch()",
+    "CREATE OR REPLACE TRIGGER memories_epoch_delete AFTER DELETE ON memories "
+    "FOR EACH STATEMENT EXECUTE FUNCTION memir_bump_vector_epoch()",
+    "CREATE OR REPLACE TRIGGER tags_epoch_delete AFTER DELETE ON memory_tags "
+    "FOR EACH STATEMENT WHEN (pg_trigger_depth() < 1) EXECUTE FUNCTION memir_bump_vector_epoch()",
 ]
 
 # The scope a transaction runs as; missing_ok=true makes an unscoped session see nothing, not fail.
@@ -198,13 +238,16 @@ def migrate(conn: Any, *, create: bool, where: str) -> None:
             if found is None and not create:
                 raise NotFoundError(f"no memir store at {where}; open it with create=True (CLI: --create)")
             conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+            conn.execute(f"CREATE SEQUENCE IF NOT EXISTS {_EPOCH_SEQ}")
             for _, ddl in _TABLES:
                 conn.execute(ddl)
             if found is not None and found < 2:
                 _migrate_1_to_2(conn)
             if found is not None and found < STORE_FORMAT:  # 2 -> 3: the feedback table (created above)
+                conn.execute(f"ALTER TABLE scopes ADD COLUMN IF NOT EXISTS vector_epoch bigint NOT NULL "
+                             f"DEFAULT nextval('{_EPOCH_SEQ}')")  # 3 -> 4
                 conn.execute("UPDATE memir_meta SET value = %s WHERE key = 'format'", (str(STORE_FORMAT),))
-            for ddl in _INDEXES:
+            for ddl in _INDEXES + _EPOCH_SQL:
                 conn.execute(ddl)
             conn.execute("INSERT INTO memir_meta(key, value) VALUES ('format', %s) ON CONFLICT (key) DO NOTHING",
                          (str(STORE_FORMAT),))
@@ -252,6 +295,7 @@ def _secure(conn: Any) -> None:
         conn.execute(f"GRANT {APP_ROLE} TO CURRENT_USER")
     conn.execute(f"GRANT USAGE ON SCHEMA {_schema(conn)} TO {APP_ROLE}")
     conn.execute(f"GRANT SELECT ON memir_meta TO {APP_ROLE}")
+    conn.execute(f"GRANT USAGE ON SEQUENCE {_EPOCH_SEQ} TO {APP_ROLE}")
     for table in TENANT_TABLES:
         conn.execute(f"GRANT SELECT, INSERT, UPDATE, DELETE ON {table} TO {APP_ROLE}")
         conn.execute(f"ALTER TABLE {table} ENABLE ROW LEVEL SECURITY")

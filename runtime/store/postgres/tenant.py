@@ -101,6 +101,13 @@ class PgTenant(SqlTenant):
         # every recall of the scope fail
         return f"(strpos({record}, '\"placeholder\"') = 0 OR {record} !~ %s)", [_PLACEHOLDER_FLAG]
 
+    def vectors_changed(self, conn: Any) -> None:
+        """Inside a write transaction: the scope's ``vector_epoch`` moves (every process's cache of it
+        reloads at its next search, :mod:`.vector_cache`) and this process forgets its cache at once."""
+        conn.execute("UPDATE scopes SET vector_epoch = nextval('memir_vector_epoch') WHERE user_id = %s "
+                     "AND agent_id = %s", (self.user_id, self.agent_id))
+        self.db.vector_caches.drop(self.user_id, self.agent_id)
+
     def release_freed(self, wait_s: float, *, required: bool) -> None:
         """A required scrub rewrites the tables (``VACUUM (FULL)`` + ``CHECKPOINT``, ``PgDB.scrub``); a
         decision's deletions leave that to the next scrub (it is too heavy to run per decision)."""

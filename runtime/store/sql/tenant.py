@@ -617,6 +617,8 @@ class SqlTenant:
             conn.execute(f"INSERT INTO scopes AS s (user_id, agent_id, seq) VALUES ({ph},{ph},{ph}) "
                          f"ON CONFLICT (user_id, agent_id) DO UPDATE SET seq = {self.dialect.greatest}(s.seq, excluded.seq)",
                          (self.user_id, self.agent_id, max((row.seq for row in rows), default=0)))
+            if todo:  # rows under old write steps: a cache that loads by write counter would not see them
+                self.vectors_changed(conn)
         return len(todo)
 
     def logs(self) -> ScopeLogs:

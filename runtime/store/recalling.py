@@ -69,7 +69,7 @@ def recall(core: ScopeCore, query: str | np.ndarray, k: int, *, context: RoleCon
             role_weights = weigher.relative(context_vector(q, recent))
             weights = replace(core.weights, role_weights=role_weights)
         q = mix_query(q, recent, w)
-    if context is None and (acting := core.live().acting) is not None:  # the role the agent acts in
+    if context is None and (acting := core.live(session=False).acting) is not None:  # the role the agent acts in
         context = RoleContext(active_role=acting.active_role, sub_role=acting.sub_role)
     pool = max(k, candidates or store.candidate_pool)                                                # 3
     res = tenant.search(flt, now, q, k=k, pool=pool, context=context, weights=weights, touch=update_usage)
@@ -95,4 +95,4 @@ def _promote(core: ScopeCore, memory_ids: list[str], now: datetime) -> None:
     if promotable:
         core.tenant.apply_decision(tiers.promotion_decision(promotable, at=now, user_id=core.user_id,
                                                             agent_id=core.agent_id))
-        core.live().working = None
+        core.live(session=False).working = None

@@ -62,10 +62,12 @@ class ScopeCore:
     def agent_id(self) -> str:
         return self.tenant.agent_id
 
-    def live(self) -> LiveContext:
-        """The scope's live context (shared by every scope object of it), its open session read once."""
+    def live(self, *, session: bool = True) -> LiveContext:
+        """The scope's live context (shared by every scope object of it), its open session read once
+        from the store — unless ``session`` is False: a reader of in-process state only (a recall
+        reading the acting role) need not open a transaction for it."""
         live = self.store.live(self.user_id, self.agent_id)
-        if not live.loaded:
+        if session and not live.loaded:
             with live.lock:
                 if not live.loaded:
                     live.open_session = self.tenant.state().open_session

@@ -132,9 +132,15 @@ def many(target: str, out: Path, seed: int, seconds: float) -> None:
                 written += [r.id for r in scope.write_many([f"p{seed} batch {rng.randrange(1000)} {i}"
                                                             for i in range(4)])]
             elif op == "recall":
-                hits = scope.recall(f"subject {rng.randrange(20)}", k=5)
+                # half of them can include the archive (PostgreSQL: searched from each process's own
+                # cache of the scope, which other clients' writes, archiving and deletions invalidate)
+                tier = rng.choice(["working", "any"])
+                hits = scope.recall(f"subject {rng.randrange(20)}", k=5, tier=tier)
                 if any(h.record.provenance.user_id != scope.user_id for h in hits):
                     errors.append("cross-user hit")
+                back = {h.record.id for h in hits} & set(forgotten)
+                if back:
+                    errors.append(f"recall ({tier}) returned memories this client had forgotten: {sorted(back)}")
             elif op == "retain":
                 scope.retain(forgotten="archive")
             else:

@@ -95,7 +95,8 @@ def _cached(tenant: PgTenant, conn: Any, flt: MemoryFilter, now: datetime, q: np
     caches = tenant.db.vector_caches
     with caches.lock:
         for _ in range(2):
-            cache = caches.fresh(conn, tenant.user_id, tenant.agent_id, emb.encoder_id, int(emb.dim))
+            cache = caches.fresh(conn, tenant.user_id, tenant.agent_id, emb.encoder_id, int(emb.dim),
+                                 tenant.db.exact_search_max)
             if cache is None:
                 return None
             pos = np.flatnonzero(flt.mask(cache, now))

@@ -22,10 +22,12 @@ Freshness, checked at every search with one indexed read of the scope's ``scopes
 
 A reload costs about what one search cost before (150–250 ms at 10,000 memories, float32 or
 int8: the rows, their vectors and filter columns read and decoded); the searches after it cost a
-few milliseconds. The re-check statement reads ``vector_epoch`` again: if it moved while the search ran, the search
-is redone from SQL alone. Deletion: this process drops a scope's cache as soon as it deletes or
+few milliseconds. The re-check statement reads ``vector_epoch`` again: if it moved while the
+search ran, the search is redone from SQL alone. Deletion: this process drops a scope's cache as soon as it deletes or
 changes its rows; another process drops it at its next search of the scope, as SQLite does. At most
-:data:`MAX_BYTES` are held per store; the least recently used scopes go first.
+:data:`MAX_BYTES` are held per store; the least recently used scopes go first. A scope past
+``StoreConfig.exact_search_max`` writes (20,000 by default) is never held: it is searched in SQL as
+before.
 """
 
 from __future__ import annotations
@@ -61,13 +63,15 @@ class ScopeCaches:
         self.lock = threading.RLock()
         self._scopes: OrderedDict[Key, VectorCache] = OrderedDict()
 
-    def fresh(self, conn: Any, user_id: str, agent_id: str, encoder_id: str, dim: int) -> VectorCache | None:
+    def fresh(self, conn: Any, user_id: str, agent_id: str, encoder_id: str, dim: int,
+              max_writes: int) -> VectorCache | None:
         """The scope's cache, brought up to date in ``conn``'s scoped transaction (call under
-        :attr:`lock`); ``None`` when the scope has no ``scopes`` row (nothing written yet)."""
+        :attr:`lock`); ``None`` when the scope has no ``scopes`` row (nothing written yet) or has
+        had more than ``max_writes`` writes (a scope that large is searched in SQL, never held)."""
         row = conn.execute("SELECT vector_epoch, seq FROM scopes WHERE user_id = %s AND agent_id = %s",
                            (user_id, agent_id)).fetchone()
         key = (user_id, agent_id, encoder_id, dim)
-        if row is None:
+        if row is None or int(row[1]) > max_writes:
             self._scopes.pop(key, None)
             return None
         epoch, seq = int(row[0]), int(row[1])
@@ -96,6 +100,11 @@ class ScopeCaches:
             for key in [k for k in self._scopes if (user_id is None or k[0] == user_id)
                         and (agent_id is None or k[1] == agent_id)]:
                 del self._scopes[key]
+
+    def held(self) -> list[tuple[Key, int]]:
+        """``(scope key, bytes)`` of every cached scope, least recently used first."""
+        with self.lock:
+            return [(k, c.nbytes) for k, c in self._scopes.items()]
 
     def __len__(self) -> int:
         return len(self._scopes)

@@ -159,12 +159,12 @@ def test_the_cache_holds_at_most_its_budget(make_store: Callable[..., MemoryStor
         me = st.scope(user_id=user)
         me.write_many([f"{user} note {i}" for i in range(20)])
         me.recall("note", k=3, tier="any", update_usage=False)
-    per_scope = max(c.nbytes for c in caches._scopes.values())
+    per_scope = max(n for _, n in caches.held())
     caches.max_bytes = 2 * per_scope
     st.scope(user_id="u1").write("one more")
     hits = st.scope(user_id="u1").recall("one more", k=1, tier="any", update_usage=False)
     assert hits[0].record.content == "one more"
-    assert len(caches) == 2 and ("u2", "default") not in {k[:2] for k in caches._scopes}
+    assert [k[0] for k, _ in caches.held()] == ["u3", "u1"]  # u2, least recently used, went
 
 
 def test_a_format_3_store_migrates(make_store: Callable[..., MemoryStore], store_target: Callable[[str], Any]) -> None:
@@ -229,3 +229,14 @@ def test_the_sql_path_a_search_falls_back_to_returns_the_same(make_store: Callab
     cached = run()
     monkeypatch.setattr(ScopeCaches, "fresh", lambda *a, **kw: None)
     assert run() == cached
+
+
+def test_a_scope_past_the_exact_search_limit_is_searched_in_sql_and_never_held(
+        make_store: Callable[..., MemoryStore]) -> None:
+    st = make_store(config=StoreConfig(exact_search_max=30, promote_on_access=False), embedder=HashEmbedder(dim=DIM))
+    small, big = st.scope(user_id="small"), st.scope(user_id="big")
+    small.write_many([f"small note {i}" for i in range(20)])
+    big.write_many([f"big note {i}" for i in range(40)])
+    assert small.recall("small note 3", k=1, tier="any", update_usage=False)[0].record.content == "small note 3"
+    assert big.recall("big note 3", k=1, tier="any", update_usage=False)[0].record.content == "big note 3"
+    assert [k[0] for k, _ in st.backend.vector_caches.held()] == ["small"]

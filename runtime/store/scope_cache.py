@@ -142,7 +142,7 @@ class VectorCache:
         cap = len(self._rowids)
         if need <= cap:
             return
-        cap = max(need, 2 * cap, 1024)  # amortised growth, like a Python list
+        cap = max(need, 2 * cap, 16)  # amortised growth, like a Python list; small scopes stay small
 
         def grown(a: np.ndarray) -> np.ndarray:
             b = np.zeros((cap, *a.shape[1:]), dtype=a.dtype)

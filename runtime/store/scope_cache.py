@@ -58,7 +58,7 @@ class VectorCache:
         self._vocab: dict[str, dict[str, int]] = {c: {} for c in CODED_COLUMNS}
         self._tag_pos: dict[str, list[int]] = {}
         self._tag_arr: dict[str, np.ndarray] = {}        # _tag_pos as arrays, rebuilt after a load
-        self._gather = np.empty((_BLOCK, self.dim), dtype=np.float32)  # reused block buffer
+        self._gather: np.ndarray | None = None            # reused block buffer (made on first use)
         self.data_version = None
         self.write_gen = None
 
@@ -115,6 +115,8 @@ class VectorCache:
         if 2 * len(pos) > self._n:  # most rows pass: one mat-vec over all beats any gather
             return (self.matrix @ q)[pos]
         out = np.empty(len(pos), dtype=np.float32)
+        if self._gather is None:
+            self._gather = np.empty((_BLOCK, self.dim), dtype=np.float32)
         for s in range(0, len(pos), _BLOCK):
             p = pos[s:s + _BLOCK]
             blk = np.take(self._mat, p, axis=0, out=self._gather[: len(p)], mode="clip")

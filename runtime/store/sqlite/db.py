@@ -226,13 +226,14 @@ class SqliteDB:
         emb = self.embedder
         key = (user_id, agent_id, emb.encoder_id)
         cache = self._caches.get(key)
-        if cache is None:
-            cache = self._caches[key] = VectorCache(user_id, agent_id, emb.encoder_id, emb.dim)
         conn = self._conn
         # data_version: another connection committed; _write_gen: this one did; epoch: existing rows
         # changed (deletes, forget, re-embedding, filter-column updates) -> reload from scratch.
         dv = conn.execute("PRAGMA data_version").fetchone()[0]
         epoch = conn.execute("SELECT value FROM meta WHERE key='vector_epoch'").fetchone()[0]
+        if cache is None:
+            cache = self._caches[key] = VectorCache(user_id, agent_id, emb.encoder_id, emb.dim)
+            cache.epoch = epoch
         if cache.epoch != epoch:
             cache.clear()
             cache.epoch = epoch

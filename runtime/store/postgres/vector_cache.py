@@ -23,11 +23,13 @@ Freshness, checked at every search with one indexed read of the scope's ``scopes
 A reload costs about what one search cost before (150–250 ms at 10,000 memories, float32 or
 int8: the rows, their vectors and filter columns read and decoded); the searches after it cost a
 few milliseconds. The re-check statement reads ``vector_epoch`` again: if it moved while the
-search ran, the search is redone from SQL alone. Deletion: this process drops a scope's cache as soon as it deletes or
-changes its rows; another process drops it at its next search of the scope, as SQLite does. At most
-:data:`MAX_BYTES` are held per store; the least recently used scopes go first. A scope past
-``StoreConfig.exact_search_max`` writes (20,000 by default) is never held: it is searched in SQL as
-before.
+search ran, the search is redone from SQL alone.
+
+Deletion: this process drops a scope's cache as soon as it deletes or changes its rows; another
+process drops it at its next search of the scope, as SQLite does. At most :data:`MAX_BYTES` are
+held per store; the least recently used scopes go first. A scope past
+``StoreConfig.exact_search_max`` writes (20,000 by default) is never held: it is searched in SQL
+as before.
 """
 
 from __future__ import annotations

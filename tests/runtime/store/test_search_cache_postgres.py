@@ -155,16 +155,16 @@ def test_this_process_forgets_a_scope_it_deletes_from(make_store: Callable[..., 
 def test_the_cache_holds_at_most_its_budget(make_store: Callable[..., MemoryStore]) -> None:
     st = make_store(embedder=HashEmbedder(dim=DIM))
     caches = st.backend.vector_caches
+    for user in ("u1", "u2", "u3", "u4"):
+        st.scope(user_id=user).write_many([f"{user} note {i}" for i in range(20)])
     for user in ("u1", "u2", "u3"):
-        me = st.scope(user_id=user)
-        me.write_many([f"{user} note {i}" for i in range(20)])
-        me.recall("note", k=3, tier="any", update_usage=False)
+        st.scope(user_id=user).recall("note", k=3, tier="any", update_usage=False)
     per_scope = max(n for _, n in caches.held())
-    caches.max_bytes = 2 * per_scope
-    st.scope(user_id="u1").write("one more")
-    hits = st.scope(user_id="u1").recall("one more", k=1, tier="any", update_usage=False)
-    assert hits[0].record.content == "one more"
-    assert [k[0] for k, _ in caches.held()] == ["u3", "u1"]  # u2, least recently used, went
+    caches.max_bytes = int(2.5 * per_scope)
+    st.scope(user_id="u1").recall("note", k=3, tier="any", update_usage=False)  # used again: most recent
+    hits = st.scope(user_id="u4").recall("u4 note 3", k=1, tier="any", update_usage=False)  # loaded: trims
+    assert hits[0].record.content == "u4 note 3"
+    assert [k[0] for k, _ in caches.held()] == ["u1", "u4"]  # u2 and u3, least recently used, went
 
 
 def test_a_format_3_store_migrates(make_store: Callable[..., MemoryStore], store_target: Callable[[str], Any]) -> None:

@@ -28,6 +28,7 @@ from .ranking import RankWeights, SearchResult
 if TYPE_CHECKING:
     from ..experiments.events import Feedback
     from ..retention.decision import MemoryExplanation, RetentionDecision
+    from .usage import Accesses, UsageBuffer
 
 __all__ = ["LoggedDecision", "ScopeCopy", "ScopeLogs", "ScopeLogsAndDecisions", "ScopeReads", "ScopeRow", "ScopeWrites",
            "StoredRow", "StoreBackend", "TenantBackend"]
@@ -280,10 +281,17 @@ class StoreBackend(Protocol):
 
     path: str
     cold_format: str  # how archived memories' vectors are stored (runtime.store.tiers)
+    usage: UsageBuffer | None  # recall accesses written behind (runtime.store.usage); None: written through
 
     @property
     def embedder(self) -> Embedder: ...
     def tenant(self, user_id: str, agent_id: str) -> TenantBackend: ...
+    def apply_usage(self, accesses: Accesses) -> None:
+        """Recall accesses ``{(user, agent): [(rowid, count, latest time)]}`` in one transaction."""
+        ...
+    def flush_usage(self) -> None:
+        """Apply the recall accesses pending in this process (outside any transaction)."""
+        ...
     def check_open(self) -> None: ...
     def close(self) -> None: ...
     def users(self) -> list[tuple[str, str, int]]: ...

@@ -60,6 +60,14 @@ class StoreConfig:
             a half-life per source type and dialog role (:class:`~runtime.store.freshness.FreshnessConfig`;
             default: what people say does not decay; 90 days for documents, 30 for the agent's inferences, 7
             for system feedback and tool output). ``None``: only declared half-lives decay.
+        usage_flush_s: 0 (default): each recall updates its hits' usage (access count, last access)
+            in a transaction of its own. Above 0: the usage is written behind — counted in the
+            process, journalled, applied in one transaction within this many seconds and before any
+            other operation of the store object (:mod:`runtime.store.usage`; other processes see it
+            once applied). Worth it for read-heavy processes (PostgreSQL, 8 clients, 100k memories:
+            recall p50 14.2–14.5 → 11.4–12.3 ms, p99 29–31 → 40–57 ms); an agent that alternates one
+            recall and one write pays the update, and a journal sync, on the write instead
+            (SQLite: 1.8–2.1 → 3.4–3.6 ms per recall + write).
         experiments: online A/B experiments (:class:`~runtime.experiments.Experiment`): each user is
             put in one arm of each, deterministically, and their scopes recall and retain with the
             arm's settings; ``Scope.feedback`` records outcomes, ``memir ab report`` compares arms.
@@ -83,6 +91,7 @@ class StoreConfig:
     hnsw_ef_search: int | None = None
     freshness: FreshnessConfig | None = field(default_factory=FreshnessConfig)
     experiments: tuple[Experiment, ...] = ()
+    usage_flush_s: float = 0.0
 
     def __post_init__(self) -> None:
         problems = []
@@ -103,6 +112,9 @@ class StoreConfig:
             problems.append(("dynamic_roles", "must be a bool"))
         if self.cold_vectors not in COLD_FORMATS:
             problems.append(("cold_vectors", f"must be one of {', '.join(COLD_FORMATS)}"))
+        if isinstance(self.usage_flush_s, bool) or not isinstance(self.usage_flush_s, (int, float)) \
+                or not 0.0 <= self.usage_flush_s <= 3600.0:
+            problems.append(("usage_flush_s", "must be seconds in [0, 3600] (0 = write through)"))
         if not isinstance(self.promote_on_access, bool):
             problems.append(("promote_on_access", "must be a bool"))
         if isinstance(self.hnsw_m, bool) or not isinstance(self.hnsw_m, int) or not 2 <= self.hnsw_m <= 100:

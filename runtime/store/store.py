@@ -40,6 +40,7 @@ from .migrate import CopyReport, check_batch_size, copy_store
 from .scope import Scope
 from .services import StoreServices
 from .sqlite.backend import SqliteStoreBackend
+from .usage import UsageBuffer, usage_journal_dir
 
 if TYPE_CHECKING:
     from ..experiments.report import ExperimentReport
@@ -97,6 +98,17 @@ class MemoryStore:
         else:
             db = SqliteStoreBackend.open(path, busy_timeout_ms=cfg.busy_timeout_ms, create=create, embedder=lazy,
                                   cold_vectors=cfg.cold_vectors)
+        if cfg.usage_flush_s > 0:
+            try:
+                try:
+                    db.usage = UsageBuffer(db.apply_usage, usage_journal_dir(db.path), cfg.usage_flush_s)
+                except OSError:  # no journal can be kept here (a read-only home, say): write through
+                    db.usage = None
+                if db.usage is not None:
+                    db.usage.recover()  # what a crashed process left pending
+            except BaseException:
+                db.close()
+                raise
         return cls(db, lazy, cfg)
 
     @property

@@ -26,7 +26,7 @@ class PgTenantBackend(PgTenant, SqlTenantBackend):
     def search(self, flt: MemoryFilter, now: datetime, q: np.ndarray, *, k: int, pool: int,
                context: RoleContext | None, weights: RankWeights, touch: bool) -> SearchResult:
         """Exact inside the filter for small scopes, HNSW for large ones; re-ranked as on SQLite; with
-        ``touch`` the hits' usage is updated in the same transaction."""
+        ``touch``, then the usage update of the hits."""
         return search(self, flt, now, q, k=k, pool=pool, context=context, weights=weights, touch=touch)
 
 

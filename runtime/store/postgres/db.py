@@ -22,6 +22,7 @@ from ...encoders.embedder import Embedder
 from ...errors import DeletionPendingError, MissingDependencyError, StorageError, ValidationError
 from .. import tiers
 from ..location import redact_url
+from ..usage import Accesses, UsageBuffer
 from . import vectors
 from .schema import APP_ROLE, TENANT_TABLES, HnswSettings, hnsw_index_sql, migrate
 from .vector_cache import ScopeCaches
@@ -56,6 +57,7 @@ class PgDB:
         self._large: dict[tuple[str, str], tuple[bool, float]] = {}  # scope -> (past exact_search_max, when)
         self._index_lock = threading.Lock()
         self.vector_caches = ScopeCaches()  # scopes' vectors and filter columns, for searches of the archive
+        self.usage: UsageBuffer | None = None  # recall accesses written behind (runtime.store.usage)
         self._closed = False
 
     # ------------------------------------------------------------------ lifecycle
@@ -105,10 +107,51 @@ class PgDB:
             raise ValidationError("the store is closed; open it again with MemoryStore.open(url)", field="store")
 
     def close(self) -> None:
-        """Close every pooled connection. Idempotent."""
+        """Apply pending recall accesses, then close every pooled connection. Idempotent."""
         if not self._closed:
-            self._closed = True
-            self._pool.close()
+            try:
+                if self.usage is not None:
+                    self.usage.close()
+            finally:
+                self._closed = True
+                self._pool.close()
+
+    # ------------------------------------------------------------------ recall accesses
+    def flush_usage(self) -> None:
+        """Apply the recall accesses pending in this process (not from inside a scoped transaction:
+        the outermost operation does it)."""
+        if self.usage is not None and self.usage.pending and not self.in_transaction:
+            self.usage.flush()
+
+    def apply_usage(self, accesses: Accesses) -> None:
+        """Recall accesses ``{(user, agent): [(rowid, count, latest time)]}`` in one transaction as
+        the app role, each scope's statement confined to it by row-level security (the transaction
+        switches scope between statements), sent in one pipeline; rows since deleted are simply not
+        there. Scopes and rows come sorted, so two processes applying at once lock in one order."""
+        import psycopg
+        from psycopg import sql
+
+        def run() -> None:
+            self.check_open()
+            try:
+                with self._pool.connection() as conn:
+                    with conn.transaction(), conn.pipeline():
+                        conn.execute(sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(APP_ROLE)))
+                        for (user, agent), rows in accesses.items():
+                            conn.execute("SELECT set_config('memir.user_id', %s, true), "
+                                         "set_config('memir.agent_id', %s, true)", (user, agent))
+                            conn.execute(
+                                "UPDATE memories AS m SET access_count = m.access_count + u.n, last_accessed_at = u.at "
+                                "FROM unnest(%b::bigint[], %b::bigint[], %b::float8[]) AS u(k, n, at) "
+                                "WHERE m.rowid = u.k AND m.user_id = %s AND m.agent_id = %s",
+                                [[r for r, _, _ in rows], [n for _, n, _ in rows], [at for _, _, at in rows],
+                                 user, agent])
+            except (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure):
+                raise  # transient: retried whole below
+            except psycopg.OperationalError as e:
+                raise StorageError(f"the PostgreSQL store at {self.path} failed: {str(e).strip()}") from e
+
+        self.retrying(run)
 
     @property
     def embedder(self) -> Embedder:
@@ -346,6 +389,7 @@ class PgDB:
         Raises:
             DeletionPendingError: the rows are deleted but the scrub could not run (the message says why).
         """
+        self.flush_usage()  # and so erase the journal's lines about the user's rows
         with self.admin() as conn:
             n = int(conn.execute("SELECT count(*) FROM memories WHERE user_id = %s", (user_id,)).fetchone()[0])
             for table in ("recall_log", "feedback", "decisions", "memories", "scopes"):  # cascades take the children
@@ -369,6 +413,7 @@ class PgDB:
             DeletionPendingError: a table's lock could not be had within ``wait_s``; the rows are
                 deleted (invisible to every reader) but their bytes are still in that table's file.
         """
+        self.flush_usage()
         import psycopg
 
         self.check_open()

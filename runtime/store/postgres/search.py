@@ -46,8 +46,9 @@ _BY_ROWID = ("unnest(%s::bigint[]) AS f(k) CROSS JOIN LATERAL (SELECT * FROM mem
 
 def search(tenant: PgTenant, flt: MemoryFilter, now: datetime, q: np.ndarray, *, k: int, pool: int,
            context: RoleContext | None, weights: RankWeights, touch: bool = False) -> SearchResult:
-    """Typed filter -> top-``pool`` by cosine (exact, or HNSW for large scopes) -> re-rank -> top ``k``,
-    and with ``touch`` the hits' usage update — one transaction."""
+    """Typed filter -> top-``pool`` by cosine (exact, or HNSW for large scopes) -> re-rank -> top ``k``
+    in one transaction; with ``touch`` the hits' usage update (:meth:`PgTenant.touch`): written behind
+    after the transaction, or written through inside it (``StoreConfig.usage_flush_s = 0``)."""
     return tenant.db.retrying(lambda: _search(tenant, flt, now, q, k=k, pool=pool, context=context,
                                               weights=weights, touch=touch))
 
@@ -79,8 +80,10 @@ def _search(tenant: PgTenant, flt: MemoryFilter, now: datetime, q: np.ndarray, *
             scored.append((score(sim, conf, hl, ev, role, sub, now_ts, context, weights, src, drole), ev, raw_rank, r))
         scored.sort(key=lambda x: (-x[0].total, -x[0].similarity, -x[1]))  # ties: higher cosine, then newer
         top = scored[:k]
-        if touch:
+        if touch and top and tenant.db.usage is None:  # written through: in the search's transaction
             tenant.touch([int(r[0]) for _, _, _, r in top], now)
+    if touch and top and tenant.db.usage is not None:  # written behind: after the transaction
+        tenant.touch([int(r[0]) for _, _, _, r in top], now)
     hits = [Hit(row_to_record(*r[9:14]), sb, raw_rank) for sb, _, raw_rank, r in top]
     raw = [(str(r[1]), -float(r[-1])) for r in rows]
     return SearchResult(hits, [int(r[0]) for _, _, _, r in top], raw)

@@ -53,11 +53,15 @@ class PgTenant(SqlTenant):
         return f"{alias}.user_id = %s AND {alias}.agent_id = %s", [self.user_id, self.agent_id]
 
     def reading(self) -> AbstractContextManager[Any]:
-        """A scoped transaction for statements that change nothing."""
+        """A scoped transaction for statements that change nothing, after the recall accesses
+        pending in this process are applied (:mod:`runtime.store.usage`)."""
+        self.db.flush_usage()
         return self.tx()
 
     def writing(self) -> AbstractContextManager[Any]:
-        """A scoped transaction (nested uses join the outer one)."""
+        """A scoped transaction (nested uses join the outer one), after the recall accesses pending
+        in this process are applied."""
+        self.db.flush_usage()
         return self.tx()
 
     def retrying(self, fn: Callable[[], T]) -> T:

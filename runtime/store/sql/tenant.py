@@ -349,8 +349,14 @@ class SqlTenant:
 
     @retried
     def touch(self, rowids: Sequence[int], now: datetime) -> None:
-        """Count one access for each row (recall's usage update; one statement), rows locked in rowid order."""
+        """Count one access for each row (recall's usage update): written behind by the store's
+        :class:`~runtime.store.usage.UsageBuffer` when it has one (``StoreConfig.usage_flush_s``),
+        else one statement now, rows locked in rowid order. Call it outside the search's transaction."""
         if not rowids:
+            return
+        buffer = self.db.usage
+        if buffer is not None:
+            buffer.add(self.user_id, self.agent_id, [int(r) for r in rowids], ts(now))
             return
         d = self.dialect
         alias = "x" if d.lock else "m"  # where rows are locked, they are locked in rowid order first

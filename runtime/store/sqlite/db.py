@@ -22,6 +22,7 @@ from ...encoders.embedder import Embedder
 from ...errors import DeletionPendingError, NotFoundError, ValidationError
 from .. import tiers
 from ..scope_cache import VectorCache
+from ..usage import Accesses, UsageBuffer
 from . import vectors as _vectors
 from .schema import apply_pragmas, check_not_foreign, migrate
 from .vector_cache import load_since
@@ -53,6 +54,8 @@ class SqliteDB:
         self._closed = False
         self._busy_ms = int(busy_ms)
         self.scrub_pending = False  # a deletion's bytes could not leave the WAL yet (a reader held it)
+        self.usage: UsageBuffer | None = None  # recall accesses written behind (runtime.store.usage)
+        self._held = threading.local()  # this thread's depth of read()/transaction() uses
 
     # ------------------------------------------------------------------ lifecycle
     @classmethod
@@ -118,7 +121,9 @@ class SqliteDB:
             raise ValidationError("the store is closed; open it again with MemoryStore.open(path)", field="store")
 
     def close(self) -> None:
-        """Checkpoint the WAL and close the file. Idempotent."""
+        """Apply pending recall accesses, checkpoint the WAL and close the file. Idempotent."""
+        if self.usage is not None and not self._closed:
+            self.usage.close()  # before the lock: its flusher thread may be waiting for it
         with self.lock:
             if self._closed:
                 return
@@ -130,11 +135,43 @@ class SqliteDB:
                 self._closed = True
                 self._caches.clear()
 
+    # ------------------------------------------------------------------ recall accesses
+    def flush_usage(self) -> None:
+        """Apply the recall accesses pending in this process — not while this thread holds the
+        store's lock (the outermost operation does it; the buffer's flusher thread takes the two
+        locks in the other order)."""
+        if self.usage is not None and self.usage.pending and not getattr(self._held, "n", 0):
+            self.usage.flush()
+
+    def apply_usage(self, accesses: Accesses) -> None:
+        """Recall accesses ``{(user, agent): [(rowid, count, latest time)]}`` in one transaction,
+        each row matched with its scope (rows since deleted are simply not there)."""
+        with self.transaction() as conn:
+            conn.executemany("UPDATE memories SET access_count = access_count + ?, last_accessed_at = ? "
+                             "WHERE rowid = ? AND +user_id = ? AND +agent_id = ?",
+                             [(n, at, r, user, agent) for (user, agent), rows in accesses.items()
+                              for r, n, at in rows])
+
+    @contextmanager
+    def locked(self) -> Iterator[None]:
+        """The store's lock, held by this thread for a whole operation (a search and its cache)."""
+        with self.lock, self._holding():
+            yield
+
+    @contextmanager
+    def _holding(self) -> Iterator[None]:
+        """Count this thread's nested uses of the lock (read by :meth:`flush_usage`)."""
+        self._held.n = getattr(self._held, "n", 0) + 1
+        try:
+            yield
+        finally:
+            self._held.n -= 1
+
     # ------------------------------------------------------------------ statements
     @contextmanager
     def read(self) -> Iterator[sqlite3.Connection]:
         """The connection, under the lock, for statements that change nothing."""
-        with self.lock:
+        with self.lock, self._holding():
             self.check_open()
             yield self._conn
 
@@ -142,7 +179,7 @@ class SqliteDB:
     def transaction(self) -> Iterator[sqlite3.Connection]:
         """``BEGIN IMMEDIATE`` … ``COMMIT`` (``ROLLBACK`` on any error), under the lock. Nested
         uses join the outer transaction: all-or-nothing as a whole."""
-        with self.lock:
+        with self.lock, self._holding():
             self.check_open()
             conn = self._conn
             if conn.in_transaction:
@@ -207,6 +244,7 @@ class SqliteDB:
         Raises:
             DeletionPendingError: a reader kept the WAL busy for more than ``wait_s`` seconds.
         """
+        self.flush_usage()
         with self.read() as conn:
             if self.in_memory:
                 conn.execute("VACUUM")
@@ -305,6 +343,7 @@ class SqliteDB:
         Raises:
             DeletionPendingError: a reader kept the old bytes in the WAL past ``wait_s``.
         """
+        self.flush_usage()  # and so erase the journal's lines about the user's rows
         with self.transaction() as conn:
             n = conn.execute("SELECT count(*) FROM memories WHERE user_id=?", (user_id,)).fetchone()[0]
             conn.execute("DELETE FROM memories WHERE user_id=?", (user_id,))

@@ -27,7 +27,7 @@ def search(tenant: SqliteTenant, flt: MemoryFilter, now: datetime, q: np.ndarray
            context: RoleContext | None, weights: RankWeights) -> SearchResult:
     """Typed filter -> exact vector top-``pool`` -> SQL re-check -> re-rank -> top ``k``."""
     db = tenant.db
-    with db.lock:
+    with db.locked():
         for sql_only in (False, True):
             rowids, sims = _candidates(tenant, flt, now, q, pool, sql_only)
             if len(rowids) == 0:

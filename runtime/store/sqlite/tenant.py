@@ -46,11 +46,15 @@ class SqliteTenant(SqlTenant):
         return f"{p}{alias}.user_id = ? AND {p}{alias}.agent_id = ?", [self.user_id, self.agent_id]
 
     def reading(self) -> AbstractContextManager[sqlite3.Connection]:
-        """The connection for statements that change nothing (under the store's lock)."""
+        """The connection for statements that change nothing (under the store's lock), after the
+        recall accesses pending in this process are applied (:mod:`runtime.store.usage`)."""
+        self.db.flush_usage()
         return self.db.read()
 
     def writing(self) -> AbstractContextManager[sqlite3.Connection]:
-        """``BEGIN IMMEDIATE`` … ``COMMIT`` under the store's lock (nested uses join the outer one)."""
+        """``BEGIN IMMEDIATE`` … ``COMMIT`` under the store's lock (nested uses join the outer one),
+        after the recall accesses pending in this process are applied."""
+        self.db.flush_usage()
         return self.db.transaction()
 
     def insert_memories(self, conn: Any, rows: Sequence[tuple[Any, ...]]) -> list[int]:

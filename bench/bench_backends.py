@@ -6,7 +6,8 @@ For each size (default 100k and 1M memories over 1,000 users):
   user, into an SQLite file and into a PostgreSQL database (redaction off: the store is measured);
 - recall p50 / p99 with ``clients`` concurrent client processes (default 8), each opening the store
   itself and recalling for a random user with one of the typed filters that keep ~10% of a user's
-  memories (session, sub-role + confidence, time window, tag), k=10;
+  memories (session, sub-role + confidence, time window, tag), k=10; on PostgreSQL a second time
+  with the clients' usage bookkeeping written behind (``StoreConfig(usage_flush_s=1)``), side by side;
 - HNSW recall@10 against exact search on one large scope (default 100k memories), with and
   without a filter, and the latency of both — two store objects on one database, one with
   ``exact_search_max`` above the scope's size.
@@ -63,7 +64,7 @@ def client(target: str, users: int, n_queries: int, seed: int, out: str) -> None
     """One client process: warm up, then time ``n_queries`` recalls for random users and filters."""
     rng = np.random.default_rng(seed)
     names = list(FILTERS)
-    with _open(target) as st:
+    with _open(target, usage_flush_s=float(os.environ.get("MEMIR_BENCH_USAGE_FLUSH_S", "0"))) as st:
         lat = []
         for i in range(n_queries + 20):
             u, f = int(rng.integers(users)), names[int(rng.integers(len(names)))]
@@ -75,9 +76,12 @@ def client(target: str, users: int, n_queries: int, seed: int, out: str) -> None
     Path(out).write_text(json.dumps(lat))
 
 
-def concurrent_recall(target: str, users: int, clients: int, n_queries: int, tmp: Path) -> dict[str, float]:
+def concurrent_recall(target: str, users: int, clients: int, n_queries: int, tmp: Path,
+                      usage_flush_s: float = 0.0) -> dict[str, float]:
+    """``clients`` processes recalling at once; ``usage_flush_s`` > 0: their usage written behind."""
     outs = [tmp / f"lat{i}.json" for i in range(clients)]
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1",
+           "MEMIR_BENCH_USAGE_FLUSH_S": str(usage_flush_s), "XDG_CACHE_HOME": str(tmp / "cache")}
     t = time.perf_counter()
     procs = [subprocess.Popen([sys.executable, __file__, "_client", target, str(users), str(n_queries), str(i),
                                str(outs[i])], env=env) for i in range(clients)]
@@ -236,6 +240,11 @@ def run(sizes: list[int], users: int, clients: int, n_queries: int, hnsw_n: int,
                     results[f"{name}@{n}"] = {"write_per_s": wps, **r}
                     print(f"  {name:<9} write {wps:8,.0f} mem/s | recall with {clients} clients: p50 {r['p50']:6.2f} "
                           f"ms, p99 {r['p99']:7.2f} ms, {r['qps']:6.0f} recalls/s ({r['n']} timed)", flush=True)
+                    if name == "postgres":  # the same clients with their usage written behind (usage_flush_s=1)
+                        b = concurrent_recall(target, users, clients, n_queries, tmp, usage_flush_s=1.0)
+                        results[f"{name}+usage_behind@{n}"] = b
+                        print(f"  {'  usage written behind':<9}: p50 {b['p50']:6.2f} ms ({b['p50'] / r['p50']:.2f}x), "
+                              f"p99 {b['p99']:7.2f} ms, {b['qps']:6.0f} recalls/s", flush=True)
                 s, p = results[f"sqlite@{n}"], results[f"postgres@{n}"]
                 print(f"  postgres/sqlite: write {p['write_per_s'] / s['write_per_s']:.2f}x, p50 "
                       f"{p['p50'] / s['p50']:.2f}x, p99 {p['p99'] / s['p99']:.2f}x, throughput "

@@ -1,7 +1,8 @@
 """Eight processes share one store — an SQLite file, or a PostgreSQL database as a fleet of agent
-hosts would — writing, recalling, retaining and forgetting at once for ``MEMIR_MANY_SECONDS``
-(default 20): zero errors, zero lost writes (every acknowledged id is still there unless its
-writer forgot it), no cross-user hit, and retention never trips over rows another client deleted."""
+hosts would — writing, recalling (half of them writing their usage behind), retaining and
+forgetting at once for ``MEMIR_MANY_SECONDS`` (default 20): zero errors, zero lost writes (every
+acknowledged id is still there unless its writer forgot it), no cross-user hit, and retention never
+trips over rows another client deleted."""
 
 from __future__ import annotations
 

@@ -27,10 +27,11 @@ from runtime.scoring import make_baseline
 DIM = 32
 
 
-def open_store(path: Path | str) -> MemoryStore:
+def open_store(path: Path | str, usage_flush_s: float = 0.0) -> MemoryStore:
     policy = RetentionPolicy(capacity=40, scorer=make_baseline("recency"))
     from runtime import StoreConfig
-    return MemoryStore.open(path, embedder=HashEmbedder(dim=DIM, seed=0), config=StoreConfig(policy=policy))
+    return MemoryStore.open(path, embedder=HashEmbedder(dim=DIM, seed=0),
+                            config=StoreConfig(policy=policy, usage_flush_s=usage_flush_s))
 
 
 def _ack(fh, lines: list[str]) -> None:  # type: ignore[no-untyped-def]
@@ -115,7 +116,7 @@ def many(target: str, out: Path, seed: int, seconds: float) -> None:
     so every acknowledged write must survive unless this run forgot it), forgets. Reports the ids
     it was told were written, the ids it forgot, operation counts and every error."""
     rng = random.Random(seed)
-    store = open_store(target)
+    store = open_store(target, usage_flush_s=0.2 if seed % 2 else 0.0)  # half write their usage behind
     users = [store.scope(user_id=u, agent_id="a") for u in ("shared0", "shared1")]
     counts = {"write": 0, "write_many": 0, "recall": 0, "retain": 0, "forget": 0}
     written: list[str] = []

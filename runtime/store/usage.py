@@ -57,7 +57,7 @@ class UsageBuffer:
     """Pending recall accesses of one store object, with their journal.
 
     Args:
-        apply: the backend's ``apply_usage(user_id, agent_id, accesses)``.
+        apply: the backend's ``apply_usage(accesses)`` (one transaction for a whole batch).
         journal_dir: where journals live (``None``: no journal, for an in-memory store, whose data
             dies with the process anyway).
         flush_s: the longest an access waits before it is applied.
@@ -158,7 +158,11 @@ class UsageBuffer:
                     slot[0] += 1
                     slot[1] = at
             if scopes:
-                self._apply(_batch(scopes))
+                try:
+                    self._apply(_batch(scopes))
+                except BaseException:
+                    os.close(j.fd)  # released: the journal stays for the next store opened
+                    raise
                 n += sum(int(c) for rows in scopes.values() for c, _ in rows.values())
             j.erase()
         return n

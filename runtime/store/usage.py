@@ -98,12 +98,7 @@ class UsageBuffer:
                 self._journal.append([user_id, agent_id, at, rows])
             scope = self._pending.setdefault((user_id, agent_id), {})
             for r in rows:
-                slot = scope.get(r)
-                if slot is None:
-                    scope[r] = [1, at]
-                else:
-                    slot[0] += 1
-                    slot[1] = at
+                _count(scope, r, 1, at)
             self._n += len(rows)
             if self._since is None:
                 self._since = time.monotonic()
@@ -131,8 +126,7 @@ class UsageBuffer:
                     for key, rows in batch.items():
                         scope = self._pending.setdefault(key, {})
                         for r, (c, at) in rows.items():
-                            slot = scope.get(r)
-                            scope[r] = [c, at] if slot is None else [slot[0] + c, slot[1]]
+                            _count(scope, r, int(c), at, older=True)
                             self._n += int(c)
                     self._since = self._since or time.monotonic()
                     self._held = journals + self._held  # they still hold what is pending again
@@ -154,9 +148,7 @@ class UsageBuffer:
             for user, agent, at, rowids in j.entries():
                 scope = scopes.setdefault((user, agent), {})
                 for r in rowids:
-                    slot = scope.setdefault(r, [0, at])
-                    slot[0] += 1
-                    slot[1] = at
+                    _count(scope, r, 1, at)
             if scopes:
                 try:
                     self._apply(_batch(scopes))
@@ -199,6 +191,18 @@ class UsageBuffer:
                         self._timer = None
                         return
                     self._since = time.monotonic()  # try again one period later
+
+
+def _count(scope: dict[int, list[float]], rowid: int, n: int, at: float, *, older: bool = False) -> None:
+    """Add ``n`` accesses of ``rowid`` at ``at`` to one scope's pending counts; the latest time is
+    kept, unless these accesses are ``older`` than those already there (a failed batch put back)."""
+    slot = scope.get(rowid)
+    if slot is None:
+        scope[rowid] = [n, at]
+    else:
+        slot[0] += n
+        if not older:
+            slot[1] = at
 
 
 def _batch(scopes: dict[tuple[str, str], dict[int, list[float]]]) -> Accesses:

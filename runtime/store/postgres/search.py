@@ -80,10 +80,12 @@ def _search(tenant: PgTenant, flt: MemoryFilter, now: datetime, q: np.ndarray, *
             scored.append((score(sim, conf, hl, ev, role, sub, now_ts, context, weights, src, drole), ev, raw_rank, r))
         scored.sort(key=lambda x: (-x[0].total, -x[0].similarity, -x[1]))  # ties: higher cosine, then newer
         top = scored[:k]
-        if touch and top and tenant.db.usage is None:  # written through: in the search's transaction
-            tenant.touch([int(r[0]) for _, _, _, r in top], now)
-    if touch and top and tenant.db.usage is not None:  # written behind: after the transaction
-        tenant.touch([int(r[0]) for _, _, _, r in top], now)
+        touched = [int(r[0]) for _, _, _, r in top] if touch else []
+        behind = tenant.db.usage is not None
+        if touched and not behind:  # written through: in the search's transaction
+            tenant.touch(touched, now)
+    if touched and behind:  # written behind: after the transaction (a full buffer applies it then)
+        tenant.touch(touched, now)
     hits = [Hit(row_to_record(*r[9:14]), sb, raw_rank) for sb, _, raw_rank, r in top]
     raw = [(str(r[1]), -float(r[-1])) for r in rows]
     return SearchResult(hits, [int(r[0]) for _, _, _, r in top], raw)

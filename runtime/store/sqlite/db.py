@@ -55,7 +55,7 @@ class SqliteDB:
         self._busy_ms = int(busy_ms)
         self.scrub_pending = False  # a deletion's bytes could not leave the WAL yet (a reader held it)
         self.usage: UsageBuffer | None = None  # recall accesses written behind (runtime.store.usage)
-        self._held = threading.local()  # this thread's depth of read()/transaction() uses
+        self._held = threading.local()  # this thread's depth of locked() (read(), transaction()) uses
 
     # ------------------------------------------------------------------ lifecycle
     @classmethod
@@ -154,24 +154,21 @@ class SqliteDB:
 
     @contextmanager
     def locked(self) -> Iterator[None]:
-        """The store's lock, held by this thread for a whole operation (a search and its cache)."""
-        with self.lock, self._holding():
-            yield
-
-    @contextmanager
-    def _holding(self) -> Iterator[None]:
-        """Count this thread's nested uses of the lock (read by :meth:`flush_usage`)."""
-        self._held.n = getattr(self._held, "n", 0) + 1
-        try:
-            yield
-        finally:
-            self._held.n -= 1
+        """The store's lock, held by this thread for a whole operation (a search and its cache); the
+        depth is counted for :meth:`flush_usage`, as :meth:`read` and :meth:`transaction` count it."""
+        with self.lock:
+            held = self._held
+            held.n = getattr(held, "n", 0) + 1
+            try:
+                yield
+            finally:
+                held.n -= 1
 
     # ------------------------------------------------------------------ statements
     @contextmanager
     def read(self) -> Iterator[sqlite3.Connection]:
         """The connection, under the lock, for statements that change nothing."""
-        with self.lock, self._holding():
+        with self.locked():
             self.check_open()
             yield self._conn
 
@@ -179,7 +176,7 @@ class SqliteDB:
     def transaction(self) -> Iterator[sqlite3.Connection]:
         """``BEGIN IMMEDIATE`` … ``COMMIT`` (``ROLLBACK`` on any error), under the lock. Nested
         uses join the outer transaction: all-or-nothing as a whole."""
-        with self.lock, self._holding():
+        with self.locked():
             self.check_open()
             conn = self._conn
             if conn.in_transaction:

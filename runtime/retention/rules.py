@@ -356,8 +356,10 @@ class RuleSet(_Strict):
         positions in it)."""
         v = records if isinstance(records, RuleView) else RuleView.from_records(records)
         n = len(v)
-        c = CompiledRules(bonus=[0.0] * n, bonus_reasons=[[] for _ in range(n)], decay=np.ones(n, dtype=np.float64),
-                          decay_reasons=[[] for _ in range(n)])
+        # built here from values of the declared types: validating n-long lists per decision cost as
+        # much as evaluating the rules (0.45 ms per 200 memories)
+        c = CompiledRules.model_construct(bonus=[0.0] * n, bonus_reasons=[[] for _ in range(n)],
+                                          decay=np.ones(n, dtype=np.float64), decay_reasons=[[] for _ in range(n)])
         for rule in self.must_forget:  # forget first: on overlap a must-forget wins the name slot
             for i in np.flatnonzero(rule.when.mask(v, now)).tolist():
                 if i not in c.must_forget:

@@ -21,6 +21,7 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Sequence
 
@@ -28,7 +29,7 @@ import numpy as np
 
 from .textstats import text_stats
 
-__all__ = ["ATTRIBUTE_PREFIX", "CONTEXT_NAMES", "attribute_key", "session_context", "sessions_context"]
+__all__ = ["ATTRIBUTE_PREFIX", "CONTEXT_NAMES", "CONTEXT_SCHEMA", "attribute_key", "session_context", "sessions_context"]
 
 _BASE_NAMES: tuple[str, ...] = (
     "caption", "relpos", "first3", "last3", "logsesslen", "next_q", "next_react", "prev_q",
@@ -75,6 +76,14 @@ And of the session as a whole: ``user_share`` (share of its characters in ``user
 ``user`` turns, the mean first-person rate, past-event count and log length
 (``session_user_first_person``, ``session_user_past_events``, ``session_user_length``).
 """
+
+_CONTEXT_FORMULAS = 3
+"""Bumped whenever a formula of :func:`sessions_context` changes (the names alone would not show it)."""
+
+CONTEXT_SCHEMA = f"ctx-{_CONTEXT_FORMULAS}-" + hashlib.sha256("\n".join(CONTEXT_NAMES).encode()).hexdigest()[:16]
+"""A fingerprint of the context features (formula version and :data:`CONTEXT_NAMES` in order): values
+stored under one schema are read back only by code of the same schema (a dump's ``session_context``
+column is ignored, and the context recomputed, otherwise)."""
 
 ATTRIBUTE_PREFIX = "ctx."
 """Key prefix of these features in ``MemIR.metadata.attributes`` (``"ctx.prev_q"``, …)."""

@@ -22,6 +22,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import UTC, datetime
 
 import numpy as np
 
@@ -30,7 +31,11 @@ from utilitynet.dialog import CONTEXT_NAMES, session_context, sessions_context
 
 from ..record.memir import Flag, MemIR
 
-__all__ = ["history_session_columns", "history_session_features", "session_features", "session_turns"]
+__all__ = ["dump_session_context", "history_session_columns", "history_session_features", "session_features",
+           "session_turns"]
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
 
 def session_features(records: list[MemIR], vectors: np.ndarray) -> np.ndarray:
     """The session-context features of every record of one complete session (records in write
@@ -90,6 +95,57 @@ def history_session_columns(session_ids: Sequence[str | None], turn: np.ndarray,
              else str(r) for r in (roles[i] for i in rows)]
     out[rows] = sessions_context([contents[i] for i in rows], vecs[rows], bounds, names)
     return out
+
+
+def dump_session_context(records: Sequence[MemIR], vectors: Sequence[np.ndarray | None]
+                         ) -> tuple[np.ndarray, np.ndarray]:
+    """The session context ``memir score`` computes for each record of a dump, computed once by the
+    dump's writer and stored in it (Parquet's ``session_context`` column).
+
+    Records are in dump order and may belong to many scopes. Each scope is taken the way the scorer
+    takes it: its records in write order (``created_at``, ties in dump order), vectors scaled to unit
+    length in float32, then :func:`history_session_columns` — the same function on the same values,
+    so a stored row equals what the scorer would compute.
+
+    Returns:
+        ``(context (n, len(CONTEXT_NAMES)) float64, known (n,) bool)``: NaN rows are records without
+        a context (the scope's open session, no session, redacted placeholders); ``known`` is False
+        for every record of a scope with a record without a vector (the scorer embeds those first,
+        so only it can compute that scope's context), and of a scope whose vectors differ in width.
+    """
+    n = len(records)
+    out = np.full((n, len(CONTEXT_NAMES)), np.nan)
+    known = np.zeros(n, dtype=bool)
+    scopes: dict[tuple[str, str], list[int]] = {}
+    for i, r in enumerate(records):
+        scopes.setdefault((r.provenance.user_id, r.provenance.agent_id), []).append(i)
+    by_dim: dict[int, list[list[int]]] = {}
+    for members in scopes.values():
+        dims = {None if vectors[i] is None else int(np.asarray(vectors[i]).shape[-1]) for i in members}
+        if len(dims) == 1 and None not in dims:
+            by_dim.setdefault(dims.pop(), []).append(members)  # type: ignore[arg-type]
+    for group in by_dim.values():
+        idx = np.concatenate([np.asarray(g, dtype=np.int64) for g in group])
+        vecs = np.stack([np.asarray(vectors[i], dtype=np.float32) for i in idx.tolist()])
+        vecs /= np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
+        sizes = [len(g) for g in group]
+        bounds = np.cumsum([0] + sizes)
+        created = np.array([_microseconds(records[i]) for i in idx.tolist()], dtype=np.int64)
+        w = np.concatenate([lo + np.argsort(created[lo:hi], kind="stable")
+                            for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist())])
+        ordered = [records[i] for i in idx[w].tolist()]
+        turn = np.array([Flag.placeholder not in r.metadata.flags for r in ordered], dtype=bool)
+        hist = history_session_columns([r.provenance.session_id for r in ordered], turn,
+                                       [r.content for r in ordered], vecs[w], [_role(r) for r in ordered],
+                                       scopes=np.repeat(np.arange(len(sizes)), sizes))
+        out[idx[w]] = hist
+        known[idx] = True
+    return out, known
+
+
+def _microseconds(r: MemIR) -> int:
+    d = r.created_at - _EPOCH
+    return (d.days * 86_400 + d.seconds) * 1_000_000 + d.microseconds
 
 
 def session_turns(records: list[MemIR]) -> list[int]:

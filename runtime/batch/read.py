@@ -28,6 +28,8 @@ import numpy as np
 import pyarrow as pa
 from pydantic import ValidationError as PydanticValidationError
 
+from utilitynet.dialog import CONTEXT_SCHEMA
+
 from ..errors import ValidationError
 from ..record.memir import MemIR
 from ..store import dumps
@@ -203,8 +205,9 @@ def read_chunk_parts(chunk: Chunk, dim: int) -> Iterator[ChunkResult]:
         yield _read_record_json(f.read_row_groups(groups), chunk.first_line, dim)
         return
     line = chunk.first_line
+    context = dumps.context_schema_of(f.schema_arrow) == CONTEXT_SCHEMA  # stored features of this schema
     for batch in f.iter_batches(batch_size=PARQUET_BATCH, row_groups=groups):
-        yield _read_columns(pa.Table.from_batches([batch]), line, dim)
+        yield _read_columns(pa.Table.from_batches([batch]), line, dim, context=context)
         line += batch.num_rows
 
 
@@ -218,8 +221,8 @@ def _read_parquet(chunk: Chunk, dim: int) -> ChunkResult:
                        sum(r.rows for r in results), sum(r.fast for r in results))
 
 
-def _read_columns(t: pa.Table, first_line: int, dim: int) -> ChunkResult:
-    fast, slow = fast_rows(t, first_line, dim)
+def _read_columns(t: pa.Table, first_line: int, dim: int, *, context: bool = False) -> ChunkResult:
+    fast, slow = fast_rows(t, first_line, dim, context=context)
     if not len(slow):
         return ChunkResult(fast, [], t.num_rows, fast.num_rows)
     loads, decode_errors = _loads()

@@ -28,7 +28,7 @@ from utilitynet.context import ScoringContext
 from ..annotate.consolidate import history_session_columns
 from ..errors import InfeasibleError
 from ..retention.plan import RetentionPlan, recent_context, scoring_context
-from .table import item_table, vectors
+from .table import item_table, stored_context, vectors
 
 __all__ = ["OUTPUT_SCHEMA", "ScopeDecider", "Totals"]
 
@@ -51,9 +51,11 @@ class Totals:
     archived: int = 0
     deleted: int = 0
     embedded: int = 0
+    context_stored: int = 0
+    """Rows whose session context came from the dump (the rest were computed)."""
 
     def add(self, other: Totals) -> None:
-        for k in ("scopes", "valid", "kept", "archived", "deleted", "embedded"):
+        for k in ("scopes", "valid", "kept", "archived", "deleted", "embedded", "context_stored"):
             setattr(self, k, getattr(self, k) + getattr(other, k))
 
 
@@ -129,16 +131,25 @@ class ScopeDecider:
         sessions = big.column("session_id").to_pylist()
         turn = (items.columns.flags & _PLACEHOLDER) == 0
         bounds = np.cumsum([0] + [t.num_rows for _, _, t in scopes]).tolist()
-        # write order within each scope, then every scope's closed sessions in one pass
         orders = [np.argsort(items.columns.created_at[lo:hi], kind="stable")
                   for lo, hi in zip(bounds[:-1], bounds[1:])]
-        w = np.concatenate([lo + order for lo, order in zip(bounds[:-1], orders)])
-        wl = w.tolist()
-        hist = history_session_columns([sessions[i] for i in wl], turn[w], [items.columns.content[i] for i in wl],
-                                       vecs[w], items.columns.role[w],
-                                       scopes=np.repeat(np.arange(len(orders)), np.diff(bounds)))
-        session = np.empty_like(hist)
-        session[w] = hist
+        session, stored = stored_context(big)
+        # A scope's stored context is used when the dump stored it for every row, from one dump, and
+        # no row needed embedding here; every other scope's closed sessions are computed in one pass,
+        # each scope in write order.
+        one_file = None if "file" not in big.schema.names else np.asarray(big.column("file").to_numpy(), np.int64)
+        todo = [k for k, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:]))
+                if not (stored[lo:hi].all() and not missing[lo:hi].any()
+                        and (one_file is None or (one_file[lo:hi] == one_file[lo]).all()))]
+        tot.context_stored = int(bounds[-1] - sum(bounds[k + 1] - bounds[k] for k in todo))
+        if todo:
+            w = np.concatenate([bounds[k] + orders[k] for k in todo])
+            wl = w.tolist()
+            hist = history_session_columns([sessions[i] for i in wl], turn[w],
+                                           [items.columns.content[i] for i in wl], vecs[w], items.columns.role[w],
+                                           scopes=np.repeat(np.arange(len(todo)),
+                                                            [bounds[k + 1] - bounds[k] for k in todo]))
+            session[w] = hist
         segments: list[tuple[int, int, ScoringContext]] = []
         for lo, hi, order in zip(bounds[:-1], bounds[1:], orders):
             n = hi - lo

@@ -410,7 +410,7 @@ def _score_local(paths: list[Path], out: Path, cfg: ScoreConfig, *, progress: bo
     return {"engine": "local", "input": str(paths[0]) if len(paths) == 1 else [str(p) for p in paths],
             "output": str(out), "records": n_rows, "valid": totals.valid, "quarantined": quarantine.count,
             "duplicates": quarantine.duplicates, "quarantine_file": str(qpath) if quarantine.count else None,
-            "embedded": totals.embedded, "scopes": totals.scopes, "kept": totals.kept, "archived": totals.archived,
+            "embedded": totals.embedded, "context_stored": totals.context_stored, "scopes": totals.scopes, "kept": totals.kept, "archived": totals.archived,
             "deleted": totals.deleted, "rejected": quarantine.count, "failed_scopes": failed, "validated_columnwise": n_fast,
             "spilled": groups.spilled_rows, "readers": workers, "deciders": deciders,
             "seconds": {"read": round(t_read, 3), "decide": round(total_s - t_read, 3), "total": round(total_s, 3)},

@@ -6,8 +6,9 @@ retention plan reads — the scorer's :class:`~utilitynet.columns.RecordColumns`
 :class:`~runtime.retention.rules.RuleView`, the scope and session keys — plus the dump line
 (or row) number each record came from. Enum fields are codes into ``utilitynet.columns``'
 vocabularies; datetimes are POSIX seconds (NaN = none); ``attributes`` is the record's
-``metadata.attributes`` as JSON (null when empty); ``embedding`` is null when the dump had no
-usable vector (it is embedded before scoring, as the row-at-a-time path does).
+``metadata.attributes`` as JSON (null when empty); ``session_context`` is the context the dump
+stored for the record (null when it stored none: it is computed while deciding); ``embedding`` is
+null when the dump had no usable vector (it is embedded before scoring, as the row-at-a-time path does).
 
 Because the table is plain Arrow, it pickles cheaply between processes, spills to disk as Arrow
 IPC, and is a Ray Data block as it stands.
@@ -24,16 +25,22 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from utilitynet.columns import RecordColumns
+from utilitynet.dialog import CONTEXT_NAMES
 from utilitynet.session import session_codes
 
 from ..record.memir import MemIR
 from ..retention.plan import ItemTable
 from ..retention.rules import RuleView, referenced_at
 
-__all__ = ["KEY_COLUMNS", "empty_table", "item_table", "score_schema", "table_from_records", "vectors"]
+__all__ = ["CONTEXT_TYPE", "KEY_COLUMNS", "empty_table", "item_table", "score_schema", "stored_context", "table_from_records",
+           "vectors"]
 
 KEY_COLUMNS = ("user_id", "agent_id")
 """The scope of a row: decisions are made per (user, agent)."""
+
+
+CONTEXT_TYPE = pa.list_(pa.float64(), len(CONTEXT_NAMES))
+"""The type of the ``session_context`` column (stored features; NaN = the record has no context)."""
 
 
 def score_schema(dim: int) -> pa.Schema:
@@ -46,7 +53,7 @@ def score_schema(dim: int) -> pa.Schema:
         ("half_life_s", pa.float64()), ("access_count", pa.float64()), ("last_accessed_at", pa.float64()),
         ("n_parents", pa.float64()), ("active_role", pa.string()), ("sub_role", pa.string()),
         ("tags", pa.list_(pa.string())), ("attributes", pa.string()),
-        ("embedding", pa.list_(pa.float32(), dim)),
+        ("session_context", CONTEXT_TYPE), ("embedding", pa.list_(pa.float32(), dim)),
     ])
 
 
@@ -88,6 +95,7 @@ def table_from_records(lines: Sequence[int], records: Sequence[MemIR], vecs: Seq
         "last_accessed_at": cols.last_accessed_at, "n_parents": cols.n_parents, "active_role": view.active_role,
         "sub_role": view.sub_role, "tags": [list(t) for t in view.tags],
         "attributes": [json.dumps(a, sort_keys=True) if a else None for a in attrs],
+        "session_context": pa.nulls(len(records), CONTEXT_TYPE),
     }
     schema = score_schema(dim)
     arrays = [pa.array(data[f.name], f.type) for f in schema if f.name != "embedding"]
@@ -109,6 +117,20 @@ def vectors(t: pa.Table) -> tuple[np.ndarray, np.ndarray]:
     out = np.array(flat, dtype=np.float32).reshape(n, dim)
     out[missing] = 0.0
     return out, missing
+
+
+def stored_context(t: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+    """``(context (n, len(CONTEXT_NAMES)) float64, stored (n,) bool)``: the ``session_context``
+    column, NaN where the dump stored none."""
+    col = t.column("session_context").combine_chunks()
+    n, width = len(col), col.type.list_size
+    stored = ~np.asarray(col.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+    if not stored.any():
+        return np.full((n, width), np.nan), stored
+    flat = col.values.to_numpy(zero_copy_only=False)[col.offset * width:(col.offset + n) * width]
+    out = np.array(flat, dtype=np.float64).reshape(n, width)
+    out[~stored] = np.nan
+    return out, stored
 
 
 def item_table(t: pa.Table) -> ItemTable:

@@ -23,8 +23,8 @@ import pyarrow.compute as pc
 from utilitynet.columns import DIALOG_ROLES, FLAGS, SENSITIVITIES, SOURCE_TYPES
 
 from ..record.memir import ID_PATTERN
-from ..store.dumps import memir_arrow_schema
-from .table import empty_table, score_schema
+from ..store.dumps import CONTEXT_COLUMN, memir_arrow_schema
+from .table import CONTEXT_TYPE, empty_table, score_schema
 
 __all__ = ["fast_rows"]
 
@@ -139,8 +139,22 @@ def _vectors(a: Any, dim: int) -> tuple[np.ndarray, pa.Array]:
     return ok, fixed
 
 
-def fast_rows(batch: pa.RecordBatch | pa.Table, first_line: int, dim: int) -> tuple[pa.Table, np.ndarray]:
+def _stored_context(t: pa.Table, keep: pa.Array, m: int) -> Any:
+    """The kept rows' stored session context, or nulls when the column is absent or of another shape."""
+    if CONTEXT_COLUMN not in t.schema.names:
+        return pa.nulls(m, CONTEXT_TYPE)
+    c = t.column(CONTEXT_COLUMN)
+    if c.type != CONTEXT_TYPE:
+        return pa.nulls(m, CONTEXT_TYPE)
+    return pc.filter(c, keep)
+
+
+def fast_rows(batch: pa.RecordBatch | pa.Table, first_line: int, dim: int, *,
+              context: bool = False) -> tuple[pa.Table, np.ndarray]:
     """Validate a column-layout batch column-wise.
+
+    ``context``: the dump's stored ``session_context`` column is of this code's schema and is
+    carried into the table (rows of a column of another width get none, as do all rows without it).
 
     Returns:
         ``(table, slow)``: the scoring table of the rows accepted here (their line numbers are
@@ -151,7 +165,7 @@ def fast_rows(batch: pa.RecordBatch | pa.Table, first_line: int, dim: int) -> tu
     expected = memir_arrow_schema()
     ok = np.ones(n, dtype=bool)
     names = set(t.schema.names)
-    for name in names - set(expected.names):  # an unknown column: MemIR refuses what it holds
+    for name in names - set(expected.names) - {CONTEXT_COLUMN}:  # an unknown column: MemIR refuses what it holds
         ok &= _is_null(t.column(name))
     col: dict[str, Any] = {}
     for f in expected:
@@ -305,6 +319,7 @@ def fast_rows(batch: pa.RecordBatch | pa.Table, first_line: int, dim: int) -> tu
             pc.list_value_length(pc.filter(parents_n, keep)).to_numpy(zero_copy_only=False), dtype=np.float64),
         "active_role": take("role_context.active_role", "general"), "sub_role": take("role_context.sub_role"),
         "tags": lists("metadata.tags"), "attributes": pa.nulls(m, pa.string()),
+        "session_context": _stored_context(t, keep, m) if context else pa.nulls(m, CONTEXT_TYPE),
     }
     schema = score_schema(dim)
     arrays = [pa.array(out[f.name], f.type) if isinstance(out[f.name], np.ndarray) else

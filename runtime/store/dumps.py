@@ -10,6 +10,14 @@ struct columns, datetimes as UTC timestamps, ``freshness_half_life`` as a durati
 ``metadata.attributes`` as JSON text, plus ``embedding`` (list<float32>, null when absent) and
 ``encoder_id``. Batch scoring validates this layout column by column without building a record
 per row. Older dumps with a ``record`` column of MemIR JSON are read too.
+
+**Stored features.** A Parquet dump also carries ``session_context``: each record's session-context
+features (:data:`utilitynet.dialog.CONTEXT_NAMES`; NaN where it has none), computed once by the
+writer exactly as ``memir score`` would compute them (:func:`runtime.annotate.consolidate.dump_session_context`),
+null for a scope the writer could not compute (a record without a vector). The file's metadata
+names their schema (``memir.session_context`` = :data:`utilitynet.dialog.CONTEXT_SCHEMA`); a reader
+of another schema, or of a dump without the column, recomputes them. Readers that rebuild records
+(the record path, imports) ignore the column.
 Writes go to a temporary file in the target directory and are renamed into place, so a crash
 never leaves half a dump. Parquet needs ``pyarrow`` (``pip install 'memir-runtime[parquet]'``) and nothing
 else: no dataset library, no cache copy of the data outside the files named.
@@ -30,7 +38,7 @@ from pydantic import ValidationError as PydanticValidationError
 from ..errors import MissingDependencyError, NotFoundError, ValidationError
 from ..record.memir import MemIR
 
-__all__ = ["PARQUET_ROW_GROUP", "DumpRow", "check_dump", "check_vector", "count_records", "decode_attributes", "is_compressed", "is_parquet", "iter_dump",
+__all__ = ["CONTEXT_COLUMN", "CONTEXT_METADATA", "PARQUET_ROW_GROUP", "DumpRow", "context_schema_of", "check_dump", "check_vector", "count_records", "decode_attributes", "is_compressed", "is_parquet", "iter_dump",
            "memir_arrow_schema", "memir_arrow_table", "open_jsonl", "parse_row", "pyarrow_modules", "write_dump"]
 
 DumpRow = tuple[int, Any, Exception | None]
@@ -42,11 +50,28 @@ PARQUET_ROW_GROUP = 65_536
 """Rows per Parquet row group written: the unit a batch reader (or a worker) reads at once."""
 
 
-def memir_arrow_schema() -> Any:
-    """The Arrow schema of the MemIR column layout (Parquet dumps; see the module docstring)."""
+CONTEXT_COLUMN = "session_context"
+"""The Parquet column of stored session-context features (see the module docstring)."""
+
+CONTEXT_METADATA = b"memir.session_context"
+"""The Parquet metadata key naming the schema of :data:`CONTEXT_COLUMN`."""
+
+
+def context_schema_of(schema: Any) -> str | None:
+    """The session-context schema a Parquet file's Arrow schema declares for its
+    :data:`CONTEXT_COLUMN` (``None``: no such column, or no schema named)."""
+    if CONTEXT_COLUMN not in schema.names:
+        return None
+    value = (schema.metadata or {}).get(CONTEXT_METADATA)
+    return None if value is None else value.decode("utf-8", "replace")
+
+
+def memir_arrow_schema(*, session_context: bool = False) -> Any:
+    """The Arrow schema of the MemIR column layout (Parquet dumps; see the module docstring), with
+    the stored :data:`CONTEXT_COLUMN` when ``session_context``."""
     pa, _ = pyarrow_modules()
     ts, s, ids = pa.timestamp("us", tz="UTC"), pa.string(), pa.list_(pa.string())
-    return pa.schema([
+    schema = pa.schema([
         ("schema_version", pa.int64()), ("id", s), ("content", s), ("created_at", ts),
         ("provenance", pa.struct([("type", s), ("user_id", s), ("agent_id", s), ("session_id", s), ("timestamp", ts),
                                   ("source_entity", s), ("trigger", s), ("derived_from", ids), ("source_uri", s),
@@ -60,11 +85,17 @@ def memir_arrow_schema() -> Any:
                              ("retention_reason", s)])),
         ("embedding", pa.list_(pa.float32())), ("encoder_id", s),
     ])
+    if not session_context:
+        return schema
+    from utilitynet.dialog import CONTEXT_NAMES, CONTEXT_SCHEMA
+    return schema.append(pa.field(CONTEXT_COLUMN, pa.list_(pa.float64(), len(CONTEXT_NAMES)))).with_metadata(
+        {CONTEXT_METADATA: CONTEXT_SCHEMA.encode()})
 
 
 def memir_arrow_table(records: Sequence[MemIR], vectors: Sequence[np.ndarray | None],
-                      encoder_ids: Sequence[str | None]) -> Any:
-    """MemIR records (+ vectors and their encoder ids) as an Arrow table in the MemIR column layout."""
+                      encoder_ids: Sequence[str | None], *, session_context: bool = False) -> Any:
+    """MemIR records (+ vectors and their encoder ids) as an Arrow table in the MemIR column layout,
+    with the stored :data:`CONTEXT_COLUMN` computed here when ``session_context``."""
     pa, _ = pyarrow_modules()
     rows = []
     for r, v, e in zip(records, vectors, encoder_ids, strict=True):
@@ -74,7 +105,17 @@ def memir_arrow_table(records: Sequence[MemIR], vectors: Sequence[np.ndarray | N
         d["embedding"] = None if v is None else np.asarray(v, np.float32)
         d["encoder_id"] = e if v is not None else None
         rows.append(d)
-    return pa.Table.from_pylist(rows, schema=memir_arrow_schema())
+    if not session_context:
+        return pa.Table.from_pylist(rows, schema=memir_arrow_schema())
+    from ..annotate.consolidate import dump_session_context
+
+    ctx, known = dump_session_context(records, vectors)
+    schema = memir_arrow_schema(session_context=True)
+    width = ctx.shape[1]
+    column = pa.FixedSizeListArray.from_arrays(pa.array(ctx.reshape(-1), pa.float64()), width,
+                                               mask=pa.array(~known))
+    table = pa.Table.from_pylist(rows, schema=memir_arrow_schema())
+    return table.append_column(schema.field(CONTEXT_COLUMN), column).replace_schema_metadata(schema.metadata)
 
 
 def decode_attributes(body: dict[str, Any], loads: Any) -> None:
@@ -113,6 +154,7 @@ def parse_row(obj: Any) -> tuple[MemIR, np.ndarray | None]:
         raise ValidationError("each line must be a JSON object (a MemIR record)", field="<line>")
     emb = obj.pop("embedding", None)
     obj.pop("encoder_id", None)
+    obj.pop(CONTEXT_COLUMN, None)  # derived from the records: recomputed by whoever needs it
     rec = MemIR.model_validate(obj)
     return rec, None if emb is None else check_vector(np.asarray(emb, dtype=np.float32))
 
@@ -256,7 +298,7 @@ def _jsonl_lines(fh: IO[str], rows: Sequence[tuple[MemIR, np.ndarray | None, str
 
 def write_dump(rows: Sequence[tuple[MemIR, np.ndarray | None, str | None]], path: str | Path) -> int:
     """Write ``(record, vector or None, encoder id of the vector)`` rows as Parquet
-    (``.parquet``/``.pq``) or JSONL (anything else), atomically.
+    (``.parquet``/``.pq``, with the stored session context) or JSONL (anything else), atomically.
 
     Raises:
         ValidationError: the target directory does not exist or is not writable.
@@ -269,7 +311,8 @@ def write_dump(rows: Sequence[tuple[MemIR, np.ndarray | None, str | None]], path
     try:
         if target.suffix in _PARQUET:
             pa, pq = pyarrow_modules()
-            table = memir_arrow_table([r for r, _, _ in rows], [v for _, v, _ in rows], [e for _, _, e in rows])
+            table = memir_arrow_table([r for r, _, _ in rows], [v for _, v, _ in rows], [e for _, _, e in rows],
+                                      session_context=True)
             pq.write_table(table, tmp, row_group_size=PARQUET_ROW_GROUP)
         else:
             with open(tmp, "w", encoding="utf-8") as fh:

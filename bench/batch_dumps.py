@@ -37,22 +37,49 @@ def _block(start: int, n: int, dim: int, users: int, session_len: int, rng: np.r
             "flags": [["pinned"] if k % 97 == 0 else [] for k in i.tolist()], "vecs": vecs}
 
 
+def _context(blocks: list[dict], users: int) -> np.ndarray:
+    """The stored session context of every record, as ``Scope.snapshot`` stores it
+    (:func:`runtime.annotate.consolidate.dump_session_context`: each scope in write order, vectors
+    scaled in float32, then ``history_session_columns``), computed column-wise for millions of rows."""
+    from runtime.annotate.consolidate import history_session_columns
+
+    vecs = np.concatenate([b["vecs"] for b in blocks])
+    vecs /= np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
+    n = len(vecs)
+    i = np.arange(n)
+    order = np.lexsort((i, i % users))            # scope by scope, each in write order (created_at rises with i)
+    ol = order.tolist()
+    sessions = [s for b in blocks for s in b["session"]]
+    content = [c for b in blocks for c in b["content"]]
+    roles = np.concatenate([b["role"] for b in blocks])
+    hist = history_session_columns([sessions[k] for k in ol], np.ones(n, dtype=bool), [content[k] for k in ol],
+                                   vecs[order], roles[order], scopes=(i % users)[order])
+    out = np.empty_like(hist)
+    out[order] = hist
+    return out
+
+
 def write_parquet(path: Path, n: int, dim: int = 384, *, users: int = 1000, session_len: int = 20,
-                  row_group: int = 65_536, seed: int = 0) -> None:
-    """A MemIR column-layout Parquet dump of ``n`` records."""
+                  row_group: int = 65_536, seed: int = 0, context: bool = False) -> None:
+    """A MemIR column-layout Parquet dump of ``n`` records; with ``context``, the stored session
+    context ``Scope.snapshot`` writes too (all rows are held in memory to compute it)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from runtime.store.dumps import memir_arrow_schema
+    from runtime.store.dumps import CONTEXT_COLUMN, memir_arrow_schema
 
-    schema = memir_arrow_schema()
+    schema = memir_arrow_schema(session_context=context)
     rng = np.random.default_rng(seed)
     ts = pa.timestamp("us", tz="UTC")
     s = pa.string()
+    starts = list(range(0, n, row_group))
+    blocks = [_block(start, min(row_group, n - start), dim, users, session_len, rng) for start in starts] if context \
+        else None
+    ctx = _context(blocks, users) if blocks is not None else None
     with pq.ParquetWriter(str(path), schema) as w:
-        for start in range(0, n, row_group):
+        for k, start in enumerate(starts):
             m = min(row_group, n - start)
-            b = _block(start, m, dim, users, session_len, rng)
+            b = blocks[k] if blocks is not None else _block(start, m, dim, users, session_len, rng)
             nul_s, nul_t = pa.nulls(m, s), pa.nulls(m, ts)
             empty = pa.array([[]] * m, pa.list_(s))
             prov = pa.StructArray.from_arrays(
@@ -69,10 +96,14 @@ def write_parquet(path: Path, n: int, dim: int = 384, *, users: int = 1000, sess
                                                 nul_s], fields=list(schema.field("usage").type))
             emb = pa.ListArray.from_arrays(pa.array(np.arange(0, (m + 1) * dim, dim, dtype=np.int32)),
                                            pa.array(b["vecs"].reshape(-1)))
-            t = pa.Table.from_arrays(
-                [pa.array(np.ones(m, np.int64)), pa.array(b["id"]), pa.array(b["content"]),
-                 pa.array(b["created_us"], pa.int64()).cast(ts), prov, role, md, usage, emb,
-                 pa.repeat("sentence-transformers/all-MiniLM-L6-v2", m)], schema=schema)
+            arrays = [pa.array(np.ones(m, np.int64)), pa.array(b["id"]), pa.array(b["content"]),
+                      pa.array(b["created_us"], pa.int64()).cast(ts), prov, role, md, usage, emb,
+                      pa.repeat("sentence-transformers/all-MiniLM-L6-v2", m)]
+            if ctx is not None:
+                part = ctx[start:start + m]
+                arrays.append(pa.FixedSizeListArray.from_arrays(pa.array(part.reshape(-1)), part.shape[1]))
+                assert schema.names[-1] == CONTEXT_COLUMN
+            t = pa.Table.from_arrays(arrays, schema=schema)
             w.write_table(t)
 
 

@@ -210,6 +210,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  ratio columnar / record path: {local_small['records_per_s'] / rows['records_per_s']:.2f}x;  "
               f"columnar / model alone: {local['records_per_s'] / mlp:.3f}   (goal: 200,000 records/s)")
 
+        res["parquet"]["stored_context"] = _stored_context_section(tmp, pq_big, a.n, local)
+
         js = tmp / "d.jsonl"
         t = time.perf_counter()
         write_jsonl(js, a.n_jsonl)
@@ -248,6 +250,33 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _stored_context_section(tmp: Path, bare: Path, n: int, first: dict[str, Any]) -> dict[str, Any]:
+    """The same records with the session context stored in the dump (as ``Scope.snapshot`` writes
+    it) against the dump without it (computed while deciding), alternated twice in this process;
+    the decisions must agree."""
+    import pyarrow.parquet as pq
+
+    dump = tmp / "stored.parquet"
+    t = time.perf_counter()
+    write_parquet(dump, n, context=True)
+    made = time.perf_counter() - t
+    stored = [_score(dump, tmp / "os.parquet")]
+    computed = [first, _score(bare, tmp / "ob.parquet")]
+    stored.append(_score(dump, tmp / "os.parquet"))
+    a = pq.read_table(tmp / "os.parquet", columns=["id", "model_utility", "action"]).sort_by("id")
+    b = pq.read_table(tmp / "ob.parquet", columns=["id", "model_utility", "action"]).sort_by("id")
+    diff = float(np.abs(np.asarray(a.column("model_utility").to_numpy()) - np.asarray(b.column("model_utility").to_numpy())).max())
+    same = a.column("id").equals(b.column("id")) and a.column("action").equals(b.column("action"))
+    rs, rc = [r["records_per_s"] for r in stored], [r["records_per_s"] for r in computed]
+    dump.unlink()
+    print(f"  stored session context (dump written with it in {made:.0f} s): {', '.join(f'{x:,.0f}' for x in rs)} "
+          f"records/s; computed while deciding: {', '.join(f'{x:,.0f}' for x in rc)} records/s  [baseline]; "
+          f"ratio of means {np.mean(rs) / np.mean(rc):.2f}x; decisions the same: {same}, "
+          f"max |model utility difference| {diff:.1e}")
+    return {"stored": stored, "computed": computed, "ratio": float(np.mean(rs) / np.mean(rc)),
+            "same_actions": same, "max_model_utility_diff": diff, "write_s": round(made, 1)}
+
+
 def _plot(res: dict[str, Any], path: Path) -> None:
     try:
         import matplotlib
@@ -256,6 +285,8 @@ def _plot(res: dict[str, Any], path: Path) -> None:
     except ImportError:
         return
     bars = [("Parquet\ncolumnar", res["parquet"]["local"]["records_per_s"]),
+            ("Parquet, stored\nsession context", float(np.mean([r["records_per_s"] for r in
+                                                                 res["parquet"]["stored_context"]["stored"]]))),
             ("Parquet\nrecord path", res["parquet"]["rows"]["records_per_s"]),
             ("JSONL\ncolumnar", res["jsonl"]["local"]["records_per_s"]),
             ("JSONL\nrecord path", res["jsonl"]["rows"]["records_per_s"])]
@@ -264,7 +295,7 @@ def _plot(res: dict[str, Any], path: Path) -> None:
         size = f"{big['n'] / 1e6:g}M" if big["n"] >= 1_000_000 else f"{big['n'] // 1000}k"
         bars.append((f"Parquet {size}\nRay, 2 nodes", big["ray_rps"]))
     fig, ax = plt.subplots(figsize=(8, 4))
-    ax.bar([b[0] for b in bars], [b[1] for b in bars], color=["#2a6", "#999", "#2a6", "#999", "#36c"][:len(bars)])
+    ax.bar([b[0] for b in bars], [b[1] for b in bars], color=["#2a6", "#1a5", "#999", "#2a6", "#999", "#36c"][:len(bars)])
     for k, (_, v) in enumerate(bars):
         ax.text(k, v, f"{v:,.0f}", ha="center", va="bottom", fontsize=9)
     ax.set_ylabel("records / s (end to end)")

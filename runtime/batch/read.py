@@ -18,11 +18,13 @@ How a row is validated depends on the layout, never the outcome:
 
 from __future__ import annotations
 
+import functools
+import gc
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Literal
+from typing import IO, Any, Literal, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -140,6 +142,30 @@ def _loads() -> tuple[Any, tuple[type[Exception], ...]]:
     return orjson.loads, (orjson.JSONDecodeError, json.JSONDecodeError)
 
 
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _gc_paused(fn: F) -> F:
+    """Run ``fn`` with the cyclic garbage collector paused (restored after, as it was).
+
+    Building a chunk's records allocates hundreds of thousands of containers (each row's dicts, its
+    embedding as a list of floats, the MemIR models) that all stay alive until the chunk's table is
+    made, so the collector's generation thresholds fire again and again, each full pass walking every
+    live record: measured on a 20k-line JSONL chunk, 1.6–3.1 s with the collector on and 0.9–1.1 s
+    paused. Nothing built here forms a reference cycle; whatever the caller leaves is collected once
+    the collector runs again."""
+    @functools.wraps(fn)
+    def paused(*args: Any, **kwargs: Any) -> Any:
+        was = gc.isenabled()
+        gc.disable()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            if was:
+                gc.enable()
+    return paused  # type: ignore[return-value]
+
+
 class _Records:
     """Valid records of a chunk, collected one by one, then turned into a table at once."""
 
@@ -158,6 +184,7 @@ class _Records:
         return table_from_records(self.lines, self.records, self.vectors, self.dim)
 
 
+@_gc_paused
 def _read_jsonl(data: bytes, first_line: int, dim: int) -> ChunkResult:
     loads, decode_errors = _loads()
     good = _Records(dim)
@@ -221,6 +248,7 @@ def _read_parquet(chunk: Chunk, dim: int) -> ChunkResult:
                        sum(r.rows for r in results), sum(r.fast for r in results))
 
 
+@_gc_paused
 def _read_columns(t: pa.Table, first_line: int, dim: int, *, context: bool = False) -> ChunkResult:
     fast, slow = fast_rows(t, first_line, dim, context=context)
     if not len(slow):
@@ -244,6 +272,7 @@ def _read_columns(t: pa.Table, first_line: int, dim: int, *, context: bool = Fal
     return ChunkResult(merged, rejects, t.num_rows, fast.num_rows)
 
 
+@_gc_paused
 def _read_record_json(t: pa.Table, first_line: int, dim: int) -> ChunkResult:
     loads, decode_errors = _loads()
     good = _Records(dim)

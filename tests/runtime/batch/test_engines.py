@@ -332,3 +332,31 @@ def test_scope_groups_spill_at_once_when_the_expected_rows_will_not_fit() -> Non
     finally:
         for g in (roomy, tight, unknown):
             g.close()
+
+
+def test_reading_a_chunk_pauses_the_garbage_collector_and_restores_it(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    import gc
+
+    from runtime.store import dumps
+
+    dump = tmp_path / "dump.jsonl"
+    write_dump(varied_rows(30), dump)
+    seen: list[bool] = []
+    real = dumps.parse_row
+
+    def spy(obj: Any) -> Any:
+        seen.append(gc.isenabled())
+        return real(obj)
+
+    monkeypatch.setattr(dumps, "parse_row", spy)
+    chunk = Chunk(str(dump), "jsonl", 1, 0, dump.stat().st_size)
+    try:
+        assert gc.isenabled()
+        assert read_chunk(chunk, DIM).table.num_rows == 30 and gc.isenabled()
+        gc.disable()
+        read_chunk(chunk, DIM)
+        assert not gc.isenabled()  # a caller's choice is left as it was
+    finally:
+        gc.enable()
+    assert len(seen) == 60 and not any(seen)

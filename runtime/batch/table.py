@@ -39,8 +39,9 @@ KEY_COLUMNS = ("user_id", "agent_id")
 """The scope of a row: decisions are made per (user, agent)."""
 
 
-CONTEXT_TYPE = pa.list_(pa.float64(), len(CONTEXT_NAMES))
-"""The type of the ``session_context`` column (stored features; NaN = the record has no context)."""
+CONTEXT_TYPE = pa.list_(pa.float64())
+"""The type of the ``session_context`` column (stored features, ``len(CONTEXT_NAMES)`` values; NaN = the
+record has no context). A list, not a fixed-size one: a row without stored values costs 4 bytes, not 264."""
 
 
 def score_schema(dim: int) -> pa.Schema:
@@ -121,15 +122,15 @@ def vectors(t: pa.Table) -> tuple[np.ndarray, np.ndarray]:
 
 def stored_context(t: pa.Table) -> tuple[np.ndarray, np.ndarray]:
     """``(context (n, len(CONTEXT_NAMES)) float64, stored (n,) bool)``: the ``session_context``
-    column, NaN where the dump stored none."""
+    column, NaN where the dump stored none (a row of another length counts as none)."""
     col = t.column("session_context").combine_chunks()
-    n, width = len(col), col.type.list_size
-    stored = ~np.asarray(col.is_null().to_numpy(zero_copy_only=False), dtype=bool)
-    if not stored.any():
-        return np.full((n, width), np.nan), stored
-    flat = col.values.to_numpy(zero_copy_only=False)[col.offset * width:(col.offset + n) * width]
-    out = np.array(flat, dtype=np.float64).reshape(n, width)
-    out[~stored] = np.nan
+    n, width = len(col), len(CONTEXT_NAMES)
+    out = np.full((n, width), np.nan)
+    lengths = np.asarray(pc.list_value_length(col).to_numpy(zero_copy_only=False), dtype=np.float64)
+    stored = lengths == width  # null rows have a NaN length
+    if stored.any():
+        good = col.filter(pa.array(stored))
+        out[stored] = np.asarray(pc.list_flatten(good).to_numpy(zero_copy_only=False), dtype=np.float64).reshape(-1, width)
     return out, stored
 
 

@@ -140,13 +140,15 @@ def _vectors(a: Any, dim: int) -> tuple[np.ndarray, pa.Array]:
 
 
 def _stored_context(t: pa.Table, keep: pa.Array, m: int) -> Any:
-    """The kept rows' stored session context, or nulls when the column is absent or of another shape."""
+    """The kept rows' stored session context, or nulls when the column is absent or not a list of
+    numbers (a row of the wrong length is dropped when the decision reads it)."""
     if CONTEXT_COLUMN not in t.schema.names:
         return pa.nulls(m, CONTEXT_TYPE)
     c = t.column(CONTEXT_COLUMN)
-    if c.type != CONTEXT_TYPE:
+    lists = pa.types.is_list(c.type) or pa.types.is_large_list(c.type) or pa.types.is_fixed_size_list(c.type)
+    if not lists or not pa.types.is_floating(c.type.value_type):
         return pa.nulls(m, CONTEXT_TYPE)
-    return pc.filter(c, keep)
+    return pc.cast(pc.filter(c, keep), CONTEXT_TYPE)
 
 
 def fast_rows(batch: pa.RecordBatch | pa.Table, first_line: int, dim: int, *,

@@ -112,3 +112,13 @@ def test_memir_score_engines_agree_with_a_decay_rule(tmp_path: Path) -> None:
     assert len(lower) > len(plain) // 2                              # the dump spans months: most decayed
     assert all(decayed[k]["utility"] <= plain[k]["utility"] + 1e-12 for k in plain)
     assert np.isfinite([decayed[k]["utility"] for k in decayed]).all()
+
+
+def test_compiled_rules_are_built_with_every_field_given(now: datetime) -> None:
+    """``compile`` builds its result without validation; a field left to its default_factory would make
+    pydantic inspect the factory's signature on every decision (slower than validating)."""
+    from runtime.retention.rules import CompiledRules
+
+    c = DEFAULT_RULES.compile([_rec("a", now - 10 * H), _rec("b", now - 72 * H)], now)
+    assert c.model_fields_set == set(CompiledRules.model_fields)
+    assert len(c.bonus) == len(c.bonus_reasons) == len(c.decay) == len(c.decay_reasons) == 2

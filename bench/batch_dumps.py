@@ -61,14 +61,16 @@ def _context(blocks: list[dict], users: int) -> np.ndarray:
 
 def write_parquet(path: Path, n: int, dim: int = 384, *, users: int = 1000, session_len: int = 20,
                   row_group: int = 65_536, seed: int = 0, context: bool = False) -> None:
-    """A MemIR column-layout Parquet dump of ``n`` records; with ``context``, the stored session
-    context ``Scope.snapshot`` writes too (all rows are held in memory to compute it)."""
+    """A MemIR column-layout Parquet dump of ``n`` records; with ``context``, the stored features
+    ``Scope.snapshot`` writes too (session context and text statistics; all rows are held in memory to
+    compute the context)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from runtime.store.dumps import CONTEXT_COLUMN, memir_arrow_schema
+    from runtime.store.dumps import CONTEXT_COLUMN, TEXT_COLUMN, memir_arrow_schema
+    from utilitynet.textstats import TEXT_STAT_NAMES, text_stats
 
-    schema = memir_arrow_schema(session_context=context)
+    schema = memir_arrow_schema(features=context)
     rng = np.random.default_rng(seed)
     ts = pa.timestamp("us", tz="UTC")
     s = pa.string()
@@ -101,8 +103,10 @@ def write_parquet(path: Path, n: int, dim: int = 384, *, users: int = 1000, sess
                       pa.repeat("sentence-transformers/all-MiniLM-L6-v2", m)]
             if ctx is not None:
                 part = ctx[start:start + m]
-                arrays.append(pa.FixedSizeListArray.from_arrays(pa.array(part.reshape(-1)), part.shape[1]))
-                assert schema.names[-1] == CONTEXT_COLUMN
+                stats = text_stats(b["content"])
+                text = np.stack([stats[k] for k in TEXT_STAT_NAMES], axis=1)
+                arrays += [pa.FixedSizeListArray.from_arrays(pa.array(x.reshape(-1)), x.shape[1]) for x in (part, text)]
+                assert schema.names[-2:] == [CONTEXT_COLUMN, TEXT_COLUMN]
             t = pa.Table.from_arrays(arrays, schema=schema)
             w.write_table(t)
 

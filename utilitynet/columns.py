@@ -124,6 +124,9 @@ class RecordColumns:
         session: per-record session group codes (:func:`utilitynet.session.session_codes` of
             ``provenance.session_id``), which the scorer's session share reads; ``None`` = every record
             is a session of its own.
+        text_stats: ``(n, len(TEXT_STAT_NAMES))`` float64, the records' text statistics as stored (a dump's
+            stored features: :func:`utilitynet.textstats.text_stats` of the same contents); a row of NaN, or
+            ``None`` for the whole batch, is computed from ``content``.
     """
 
     content: Sequence[str]
@@ -140,6 +143,7 @@ class RecordColumns:
     n_parents: np.ndarray
     attributes: Sequence[Any] | None = None
     session: np.ndarray | None = None
+    text_stats: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         n = len(self.content)
@@ -153,6 +157,9 @@ class RecordColumns:
         if self.session is not None and (np.ndim(self.session) != 1 or len(self.session) != n):
             raise ValueError(f"RecordColumns.session must be a 1-d array of len(content) = {n}, "
                              f"got shape {np.shape(self.session)}")
+        if self.text_stats is not None and (np.ndim(self.text_stats) != 2 or len(self.text_stats) != n):
+            raise ValueError(f"RecordColumns.text_stats must be a 2-d array of len(content) = {n} rows, "
+                             f"got shape {np.shape(self.text_stats)}")
 
     def __len__(self) -> int:
         return len(self.content)
@@ -183,5 +190,6 @@ class RecordColumns:
         kw = {name: getattr(self, name)[start:stop] for name in _COLUMNS}
         return RecordColumns(content=self.content[start:stop], **kw,
                              attributes=None if self.attributes is None else self.attributes[start:stop],
-                             session=None if self.session is None else self.session[start:stop])
+                             session=None if self.session is None else self.session[start:stop],
+                             text_stats=None if self.text_stats is None else self.text_stats[start:stop])
 

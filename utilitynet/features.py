@@ -96,6 +96,7 @@ class _Batch:
         self.now = ts(ctx.now)
         self.attributes = cols.attributes
         self.content = cols.content
+        self.stored_text = cols.text_stats
         self.created = np.asarray(cols.created_at, dtype=np.float64)
         self.expires = np.asarray(cols.expires_at, dtype=np.float64)
         self.last_access = np.asarray(cols.last_accessed_at, dtype=np.float64)
@@ -115,7 +116,15 @@ class _Batch:
 
     @cached_property
     def text(self) -> dict[str, np.ndarray]:
-        return text_stats(self.content, workers=self.workers)
+        stored = self.stored_text
+        if stored is None or stored.shape[1] != len(TEXT_STAT_NAMES):
+            return text_stats(self.content, workers=self.workers)
+        out = np.array(stored, dtype=np.float64)
+        todo = np.flatnonzero(np.isnan(out).any(axis=1))   # rows stored without values: computed here
+        if len(todo):
+            computed = text_stats([self.content[i] for i in todo.tolist()], workers=self.workers)
+            out[todo] = np.stack([computed[k] for k in TEXT_STAT_NAMES], axis=1)
+        return {k: out[:, j] for j, k in enumerate(TEXT_STAT_NAMES)}
 
     @cached_property
     def write_rank(self) -> np.ndarray:

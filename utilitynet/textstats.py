@@ -14,6 +14,7 @@ say which markers it is. Date patterns are rules over neighbouring tokens ("3 pm
 
 from __future__ import annotations
 
+import hashlib
 import re
 import threading
 from collections.abc import Sequence
@@ -23,7 +24,7 @@ from functools import cache
 
 import numpy as np
 
-__all__ = ["TEXT_STAT_NAMES", "text_stats"]
+__all__ = ["TEXT_STATS_SCHEMA", "TEXT_STAT_NAMES", "text_stats"]
 
 TEXT_STAT_NAMES: tuple[str, ...] = (
     "chars_log", "tokens_log", "urgency_log", "exclaim", "question", "numbers_log", "dates_log",
@@ -35,6 +36,14 @@ TEXT_STAT_NAMES: tuple[str, ...] = (
     # Schema v3: what the facts people ask back for look like (measured on LongMemEval: issue 23).
     "quantities_log", "requests_log", "digression", "list_items_log",
 )
+
+_TEXT_FORMULAS = 1
+"""Bumped whenever a formula of :func:`text_stats` changes (the names alone would not show it)."""
+
+TEXT_STATS_SCHEMA = f"text-{_TEXT_FORMULAS}-" + hashlib.sha256("\n".join(TEXT_STAT_NAMES).encode()).hexdigest()[:16]
+"""A fingerprint of the text statistics (formula version and :data:`TEXT_STAT_NAMES` in order): values
+stored under one schema are read back only by code of the same schema (a dump's ``text_stats`` column is
+ignored, and the statistics recomputed, otherwise)."""
 """Output keys of :func:`text_stats`, in feature-column order."""
 
 _MAX_COUNT = 1000.0  # counts are clipped before log1p: every column is bounded (≤ log1p(1000) ≈ 6.9)

@@ -30,8 +30,6 @@ import numpy as np
 import pyarrow as pa
 from pydantic import ValidationError as PydanticValidationError
 
-from utilitynet.dialog import CONTEXT_SCHEMA
-
 from ..errors import ValidationError
 from ..record.memir import MemIR
 from ..store import dumps
@@ -232,9 +230,9 @@ def read_chunk_parts(chunk: Chunk, dim: int) -> Iterator[ChunkResult]:
         yield _read_record_json(f.read_row_groups(groups), chunk.first_line, dim)
         return
     line = chunk.first_line
-    context = dumps.context_schema_of(f.schema_arrow) == CONTEXT_SCHEMA  # stored features of this schema
+    stored = dumps.stored_schemas(f.schema_arrow)  # stored-feature columns of this code's schemas
     for batch in f.iter_batches(batch_size=PARQUET_BATCH, row_groups=groups):
-        yield _read_columns(pa.Table.from_batches([batch]), line, dim, context=context)
+        yield _read_columns(pa.Table.from_batches([batch]), line, dim, stored=stored)
         line += batch.num_rows
 
 
@@ -249,8 +247,8 @@ def _read_parquet(chunk: Chunk, dim: int) -> ChunkResult:
 
 
 @_gc_paused
-def _read_columns(t: pa.Table, first_line: int, dim: int, *, context: bool = False) -> ChunkResult:
-    fast, slow = fast_rows(t, first_line, dim, context=context)
+def _read_columns(t: pa.Table, first_line: int, dim: int, *, stored: frozenset[str] = frozenset()) -> ChunkResult:
+    fast, slow = fast_rows(t, first_line, dim, stored=stored)
     if not len(slow):
         return ChunkResult(fast, [], t.num_rows, fast.num_rows)
     loads, decode_errors = _loads()

@@ -6,8 +6,9 @@ retention plan reads — the scorer's :class:`~utilitynet.columns.RecordColumns`
 :class:`~runtime.retention.rules.RuleView`, the scope and session keys — plus the dump line
 (or row) number each record came from. Enum fields are codes into ``utilitynet.columns``'
 vocabularies; datetimes are POSIX seconds (NaN = none); ``attributes`` is the record's
-``metadata.attributes`` as JSON (null when empty); ``session_context`` is the context the dump
-stored for the record (null when it stored none: it is computed while deciding); ``embedding`` is
+``metadata.attributes`` as JSON (null when empty); ``session_context`` and ``text_stats`` are the
+features the dump stored for the record (null when it stored none: they are computed while
+deciding); ``embedding`` is
 null when the dump had no usable vector (it is embedded before scoring, as the row-at-a-time path does).
 
 Because the table is plain Arrow, it pickles cheaply between processes, spills to disk as Arrow
@@ -27,21 +28,23 @@ import pyarrow.compute as pc
 from utilitynet.columns import RecordColumns
 from utilitynet.dialog import CONTEXT_NAMES
 from utilitynet.session import session_codes
+from utilitynet.textstats import TEXT_STAT_NAMES
 
 from ..record.memir import MemIR
 from ..retention.plan import ItemTable
 from ..retention.rules import RuleView, referenced_at
 
-__all__ = ["CONTEXT_TYPE", "KEY_COLUMNS", "empty_table", "item_table", "score_schema", "stored_context", "table_from_records",
+__all__ = ["KEY_COLUMNS", "STORED_TYPE", "empty_table", "item_table", "score_schema", "stored_context", "stored_values", "table_from_records",
            "vectors"]
 
 KEY_COLUMNS = ("user_id", "agent_id")
 """The scope of a row: decisions are made per (user, agent)."""
 
 
-CONTEXT_TYPE = pa.list_(pa.float64())
-"""The type of the ``session_context`` column (stored features, ``len(CONTEXT_NAMES)`` values; NaN = the
-record has no context). A list, not a fixed-size one: a row without stored values costs 4 bytes, not 264."""
+STORED_TYPE = pa.list_(pa.float64())
+"""The type of the stored-feature columns (``session_context``: ``len(CONTEXT_NAMES)`` values, NaN = the
+record has no context; ``text_stats``: ``len(TEXT_STAT_NAMES)``). A list, not a fixed-size one: a row
+without stored values costs 4 bytes, not 8 per value."""
 
 
 def score_schema(dim: int) -> pa.Schema:
@@ -54,7 +57,7 @@ def score_schema(dim: int) -> pa.Schema:
         ("half_life_s", pa.float64()), ("access_count", pa.float64()), ("last_accessed_at", pa.float64()),
         ("n_parents", pa.float64()), ("active_role", pa.string()), ("sub_role", pa.string()),
         ("tags", pa.list_(pa.string())), ("attributes", pa.string()),
-        ("session_context", CONTEXT_TYPE), ("embedding", pa.list_(pa.float32(), dim)),
+        ("session_context", STORED_TYPE), ("text_stats", STORED_TYPE), ("embedding", pa.list_(pa.float32(), dim)),
     ])
 
 
@@ -96,7 +99,7 @@ def table_from_records(lines: Sequence[int], records: Sequence[MemIR], vecs: Seq
         "last_accessed_at": cols.last_accessed_at, "n_parents": cols.n_parents, "active_role": view.active_role,
         "sub_role": view.sub_role, "tags": [list(t) for t in view.tags],
         "attributes": [json.dumps(a, sort_keys=True) if a else None for a in attrs],
-        "session_context": pa.nulls(len(records), CONTEXT_TYPE),
+        "session_context": pa.nulls(len(records), STORED_TYPE), "text_stats": pa.nulls(len(records), STORED_TYPE),
     }
     schema = score_schema(dim)
     arrays = [pa.array(data[f.name], f.type) for f in schema if f.name != "embedding"]
@@ -120,11 +123,11 @@ def vectors(t: pa.Table) -> tuple[np.ndarray, np.ndarray]:
     return out, missing
 
 
-def stored_context(t: pa.Table) -> tuple[np.ndarray, np.ndarray]:
-    """``(context (n, len(CONTEXT_NAMES)) float64, stored (n,) bool)``: the ``session_context``
-    column, NaN where the dump stored none (a row of another length counts as none)."""
-    col = t.column("session_context").combine_chunks()
-    n, width = len(col), len(CONTEXT_NAMES)
+def stored_values(t: pa.Table, name: str, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(values (n, width) float64, stored (n,) bool)``: a stored-feature column, NaN rows where the
+    dump stored none (a row of another length counts as none)."""
+    col = t.column(name).combine_chunks()
+    n = len(col)
     out = np.full((n, width), np.nan)
     lengths = np.asarray(pc.list_value_length(col).to_numpy(zero_copy_only=False), dtype=np.float64)
     stored = lengths == width  # null rows have a NaN length
@@ -132,6 +135,18 @@ def stored_context(t: pa.Table) -> tuple[np.ndarray, np.ndarray]:
         good = col.filter(pa.array(stored))
         out[stored] = np.asarray(pc.list_flatten(good).to_numpy(zero_copy_only=False), dtype=np.float64).reshape(-1, width)
     return out, stored
+
+
+def stored_context(t: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`stored_values` of the ``session_context`` column."""
+    return stored_values(t, "session_context", len(CONTEXT_NAMES))
+
+
+def _stored_text(t: pa.Table) -> np.ndarray | None:
+    if t.column("text_stats").null_count == t.num_rows:
+        return None
+    values, _ = stored_values(t, "text_stats", len(TEXT_STAT_NAMES))
+    return values
 
 
 def item_table(t: pa.Table) -> ItemTable:
@@ -149,7 +164,7 @@ def item_table(t: pa.Table) -> ItemTable:
         sensitivity=sens, expires_at=expires, half_life_s=_np(t, "half_life_s", np.float64),
         access_count=_np(t, "access_count", np.float64), last_accessed_at=_np(t, "last_accessed_at", np.float64),
         n_parents=_np(t, "n_parents", np.float64), attributes=attributes,
-        session=session_codes(t.column("session_id").to_pylist()))
+        session=session_codes(t.column("session_id").to_pylist()), text_stats=_stored_text(t))
     ids = t.column("id").to_pylist()
     view = RuleView(ids=ids, content=content, flags=flags, source=src, dialog_role=role, sensitivity=sens,
                     expires_at=expires, confidence=conf, active_role=t.column("active_role").to_pylist(),

@@ -23,8 +23,8 @@ import pyarrow.compute as pc
 from utilitynet.columns import DIALOG_ROLES, FLAGS, SENSITIVITIES, SOURCE_TYPES
 
 from ..record.memir import ID_PATTERN
-from ..store.dumps import CONTEXT_COLUMN, memir_arrow_schema
-from .table import CONTEXT_TYPE, empty_table, score_schema
+from ..store.dumps import STORED_FEATURES, memir_arrow_schema
+from .table import STORED_TYPE, empty_table, score_schema
 
 __all__ = ["fast_rows"]
 
@@ -139,24 +139,24 @@ def _vectors(a: Any, dim: int) -> tuple[np.ndarray, pa.Array]:
     return ok, fixed
 
 
-def _stored_context(t: pa.Table, keep: pa.Array, m: int) -> Any:
-    """The kept rows' stored session context, or nulls when the column is absent or not a list of
-    numbers (a row of the wrong length is dropped when the decision reads it)."""
-    if CONTEXT_COLUMN not in t.schema.names:
-        return pa.nulls(m, CONTEXT_TYPE)
-    c = t.column(CONTEXT_COLUMN)
+def _stored(t: pa.Table, name: str, keep: pa.Array, m: int) -> Any:
+    """The kept rows of a stored-feature column, or nulls when it is absent or not a list of numbers
+    (a row of the wrong length is dropped when the decision reads it)."""
+    if name not in t.schema.names:
+        return pa.nulls(m, STORED_TYPE)
+    c = t.column(name)
     lists = pa.types.is_list(c.type) or pa.types.is_large_list(c.type) or pa.types.is_fixed_size_list(c.type)
     if not lists or not pa.types.is_floating(c.type.value_type):
-        return pa.nulls(m, CONTEXT_TYPE)
-    return pc.cast(pc.filter(c, keep), CONTEXT_TYPE)
+        return pa.nulls(m, STORED_TYPE)
+    return pc.cast(pc.filter(c, keep), STORED_TYPE)
 
 
 def fast_rows(batch: pa.RecordBatch | pa.Table, first_line: int, dim: int, *,
-              context: bool = False) -> tuple[pa.Table, np.ndarray]:
+              stored: frozenset[str] = frozenset()) -> tuple[pa.Table, np.ndarray]:
     """Validate a column-layout batch column-wise.
 
-    ``context``: the dump's stored ``session_context`` column is of this code's schema and is
-    carried into the table (rows of a column of another width get none, as do all rows without it).
+    ``stored``: the dump's stored-feature columns (:data:`runtime.store.dumps.STORED_FEATURES`) that are
+    of this code's schemas, carried into the table; the others are null there (computed while deciding).
 
     Returns:
         ``(table, slow)``: the scoring table of the rows accepted here (their line numbers are
@@ -167,7 +167,7 @@ def fast_rows(batch: pa.RecordBatch | pa.Table, first_line: int, dim: int, *,
     expected = memir_arrow_schema()
     ok = np.ones(n, dtype=bool)
     names = set(t.schema.names)
-    for name in names - set(expected.names) - {CONTEXT_COLUMN}:  # an unknown column: MemIR refuses what it holds
+    for name in names - set(expected.names) - set(STORED_FEATURES):  # an unknown column: MemIR refuses what it holds
         ok &= _is_null(t.column(name))
     col: dict[str, Any] = {}
     for f in expected:
@@ -321,7 +321,7 @@ def fast_rows(batch: pa.RecordBatch | pa.Table, first_line: int, dim: int, *,
             pc.list_value_length(pc.filter(parents_n, keep)).to_numpy(zero_copy_only=False), dtype=np.float64),
         "active_role": take("role_context.active_role", "general"), "sub_role": take("role_context.sub_role"),
         "tags": lists("metadata.tags"), "attributes": pa.nulls(m, pa.string()),
-        "session_context": _stored_context(t, keep, m) if context else pa.nulls(m, CONTEXT_TYPE),
+        **{name: _stored(t, name, keep, m) if name in stored else pa.nulls(m, STORED_TYPE) for name in STORED_FEATURES},
     }
     schema = score_schema(dim)
     arrays = [pa.array(out[f.name], f.type) if isinstance(out[f.name], np.ndarray) else

@@ -11,13 +11,18 @@ struct columns, datetimes as UTC timestamps, ``freshness_half_life`` as a durati
 ``encoder_id``. Batch scoring validates this layout column by column without building a record
 per row. Older dumps with a ``record`` column of MemIR JSON are read too.
 
-**Stored features.** A Parquet dump also carries ``session_context``: each record's session-context
-features (:data:`utilitynet.dialog.CONTEXT_NAMES`; NaN where it has none), computed once by the
-writer exactly as ``memir score`` would compute them (:func:`runtime.annotate.consolidate.dump_session_context`),
-null for a scope the writer could not compute (a record without a vector). The file's metadata
-names their schema (``memir.session_context`` = :data:`utilitynet.dialog.CONTEXT_SCHEMA`); a reader
-of another schema, or of a dump without the column, recomputes them. Readers that rebuild records
-(the record path, imports) ignore the column.
+**Stored features.** A Parquet dump also carries the features that depend only on what the dump
+holds, computed once by its writer exactly as ``memir score`` computes them:
+
+- ``session_context``: each record's session-context features (:data:`utilitynet.dialog.CONTEXT_NAMES`;
+  NaN where it has none), :func:`runtime.annotate.consolidate.dump_session_context`; null for a scope
+  the writer could not compute (a record without a vector);
+- ``text_stats``: each record's text statistics (:data:`utilitynet.textstats.TEXT_STAT_NAMES`).
+
+The file's metadata names each column's schema (``memir.session_context`` =
+:data:`utilitynet.dialog.CONTEXT_SCHEMA`, ``memir.text_stats`` = :data:`utilitynet.textstats.TEXT_STATS_SCHEMA`);
+a reader of another schema, or of a dump without the column, recomputes them. Readers that rebuild
+records (the record path, imports) ignore these columns.
 Writes go to a temporary file in the target directory and are renamed into place, so a crash
 never leaves half a dump. Parquet needs ``pyarrow`` (``pip install 'memir-runtime[parquet]'``) and nothing
 else: no dataset library, no cache copy of the data outside the files named.
@@ -38,7 +43,8 @@ from pydantic import ValidationError as PydanticValidationError
 from ..errors import MissingDependencyError, NotFoundError, ValidationError
 from ..record.memir import MemIR
 
-__all__ = ["CONTEXT_COLUMN", "CONTEXT_METADATA", "PARQUET_ROW_GROUP", "DumpRow", "context_schema_of", "check_dump", "check_vector", "count_records", "decode_attributes", "is_compressed", "is_parquet", "iter_dump",
+__all__ = ["CONTEXT_COLUMN", "CONTEXT_METADATA", "PARQUET_ROW_GROUP", "STORED_FEATURES", "TEXT_COLUMN", "TEXT_METADATA",
+           "DumpRow", "stored_schemas", "check_dump", "check_vector", "count_records", "decode_attributes", "is_compressed", "is_parquet", "iter_dump",
            "memir_arrow_schema", "memir_arrow_table", "open_jsonl", "parse_row", "pyarrow_modules", "write_dump"]
 
 DumpRow = tuple[int, Any, Exception | None]
@@ -56,19 +62,34 @@ CONTEXT_COLUMN = "session_context"
 CONTEXT_METADATA = b"memir.session_context"
 """The Parquet metadata key naming the schema of :data:`CONTEXT_COLUMN`."""
 
+TEXT_COLUMN = "text_stats"
+"""The Parquet column of stored text statistics (see the module docstring)."""
 
-def context_schema_of(schema: Any) -> str | None:
-    """The session-context schema a Parquet file's Arrow schema declares for its
-    :data:`CONTEXT_COLUMN` (``None``: no such column, or no schema named)."""
-    if CONTEXT_COLUMN not in schema.names:
-        return None
-    value = (schema.metadata or {}).get(CONTEXT_METADATA)
-    return None if value is None else value.decode("utf-8", "replace")
+TEXT_METADATA = b"memir.text_stats"
+"""The Parquet metadata key naming the schema of :data:`TEXT_COLUMN`."""
+
+STORED_FEATURES = {CONTEXT_COLUMN: CONTEXT_METADATA, TEXT_COLUMN: TEXT_METADATA}
+"""Every stored-feature column with the metadata key naming its schema."""
 
 
-def memir_arrow_schema(*, session_context: bool = False) -> Any:
+def _current_schemas() -> dict[str, str]:
+    from utilitynet.dialog import CONTEXT_SCHEMA
+    from utilitynet.textstats import TEXT_STATS_SCHEMA
+    return {CONTEXT_COLUMN: CONTEXT_SCHEMA, TEXT_COLUMN: TEXT_STATS_SCHEMA}
+
+
+def stored_schemas(schema: Any) -> frozenset[str]:
+    """The stored-feature columns of a Parquet file's Arrow schema that this code can read: present,
+    with the schema its metadata names equal to the one of this code."""
+    meta = schema.metadata or {}
+    current = _current_schemas()
+    return frozenset(c for c, key in STORED_FEATURES.items()
+                     if c in schema.names and meta.get(key, b"").decode("utf-8", "replace") == current[c])
+
+
+def memir_arrow_schema(*, features: bool = False) -> Any:
     """The Arrow schema of the MemIR column layout (Parquet dumps; see the module docstring), with
-    the stored :data:`CONTEXT_COLUMN` when ``session_context``."""
+    the stored-feature columns (:data:`STORED_FEATURES`) when ``features``."""
     pa, _ = pyarrow_modules()
     ts, s, ids = pa.timestamp("us", tz="UTC"), pa.string(), pa.list_(pa.string())
     schema = pa.schema([
@@ -85,17 +106,20 @@ def memir_arrow_schema(*, session_context: bool = False) -> Any:
                              ("retention_reason", s)])),
         ("embedding", pa.list_(pa.float32())), ("encoder_id", s),
     ])
-    if not session_context:
+    if not features:
         return schema
-    from utilitynet.dialog import CONTEXT_NAMES, CONTEXT_SCHEMA
-    return schema.append(pa.field(CONTEXT_COLUMN, pa.list_(pa.float64(), len(CONTEXT_NAMES)))).with_metadata(
-        {CONTEXT_METADATA: CONTEXT_SCHEMA.encode()})
+    from utilitynet.dialog import CONTEXT_NAMES
+    from utilitynet.textstats import TEXT_STAT_NAMES
+    current = _current_schemas()
+    return schema.append(pa.field(CONTEXT_COLUMN, pa.list_(pa.float64(), len(CONTEXT_NAMES)))).append(
+        pa.field(TEXT_COLUMN, pa.list_(pa.float64(), len(TEXT_STAT_NAMES)))).with_metadata(
+        {key: current[c].encode() for c, key in STORED_FEATURES.items()})
 
 
 def memir_arrow_table(records: Sequence[MemIR], vectors: Sequence[np.ndarray | None],
-                      encoder_ids: Sequence[str | None], *, session_context: bool = False) -> Any:
+                      encoder_ids: Sequence[str | None], *, features: bool = False) -> Any:
     """MemIR records (+ vectors and their encoder ids) as an Arrow table in the MemIR column layout,
-    with the stored :data:`CONTEXT_COLUMN` computed here when ``session_context``."""
+    with the stored-feature columns computed here when ``features``."""
     pa, _ = pyarrow_modules()
     rows = []
     for r, v, e in zip(records, vectors, encoder_ids, strict=True):
@@ -105,17 +129,22 @@ def memir_arrow_table(records: Sequence[MemIR], vectors: Sequence[np.ndarray | N
         d["embedding"] = None if v is None else np.asarray(v, np.float32)
         d["encoder_id"] = e if v is not None else None
         rows.append(d)
-    if not session_context:
-        return pa.Table.from_pylist(rows, schema=memir_arrow_schema())
+    table = pa.Table.from_pylist(rows, schema=memir_arrow_schema())
+    if not features:
+        return table
+    from utilitynet.textstats import TEXT_STAT_NAMES, text_stats
+
     from ..annotate.consolidate import dump_session_context
 
+    schema = memir_arrow_schema(features=True)
     ctx, known = dump_session_context(records, vectors)
-    schema = memir_arrow_schema(session_context=True)
-    width = ctx.shape[1]
-    column = pa.FixedSizeListArray.from_arrays(pa.array(ctx.reshape(-1), pa.float64()), width,
-                                               mask=pa.array(~known))
-    table = pa.Table.from_pylist(rows, schema=memir_arrow_schema())
-    return table.append_column(schema.field(CONTEXT_COLUMN), column).replace_schema_metadata(schema.metadata)
+    stats = text_stats([r.content for r in records])
+    text = np.stack([stats[k] for k in TEXT_STAT_NAMES], axis=1) if records else np.zeros((0, len(TEXT_STAT_NAMES)))
+    for name, values, mask in ((CONTEXT_COLUMN, ctx, ~known), (TEXT_COLUMN, text, None)):
+        column = pa.FixedSizeListArray.from_arrays(pa.array(values.reshape(-1), pa.float64()), values.shape[1],
+                                                   mask=None if mask is None else pa.array(mask))
+        table = table.append_column(schema.field(name), column)
+    return table.replace_schema_metadata(schema.metadata)
 
 
 def decode_attributes(body: dict[str, Any], loads: Any) -> None:
@@ -154,7 +183,8 @@ def parse_row(obj: Any) -> tuple[MemIR, np.ndarray | None]:
         raise ValidationError("each line must be a JSON object (a MemIR record)", field="<line>")
     emb = obj.pop("embedding", None)
     obj.pop("encoder_id", None)
-    obj.pop(CONTEXT_COLUMN, None)  # derived from the records: recomputed by whoever needs it
+    for name in STORED_FEATURES:
+        obj.pop(name, None)  # derived from the records: recomputed by whoever needs them
     rec = MemIR.model_validate(obj)
     return rec, None if emb is None else check_vector(np.asarray(emb, dtype=np.float32))
 
@@ -298,7 +328,7 @@ def _jsonl_lines(fh: IO[str], rows: Sequence[tuple[MemIR, np.ndarray | None, str
 
 def write_dump(rows: Sequence[tuple[MemIR, np.ndarray | None, str | None]], path: str | Path) -> int:
     """Write ``(record, vector or None, encoder id of the vector)`` rows as Parquet
-    (``.parquet``/``.pq``, with the stored session context) or JSONL (anything else), atomically.
+    (``.parquet``/``.pq``, with the stored features) or JSONL (anything else), atomically.
 
     Raises:
         ValidationError: the target directory does not exist or is not writable.
@@ -312,7 +342,7 @@ def write_dump(rows: Sequence[tuple[MemIR, np.ndarray | None, str | None]], path
         if target.suffix in _PARQUET:
             pa, pq = pyarrow_modules()
             table = memir_arrow_table([r for r, _, _ in rows], [v for _, v, _ in rows], [e for _, _, e in rows],
-                                      session_context=True)
+                                      features=True)
             pq.write_table(table, tmp, row_group_size=PARQUET_ROW_GROUP)
         else:
             with open(tmp, "w", encoding="utf-8") as fh:

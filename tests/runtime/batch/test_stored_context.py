@@ -1,6 +1,6 @@
-"""Stored features in dumps: a Parquet dump carries each record's session context, computed once by
-its writer; ``memir score`` reads it instead of recomputing it, and the result does not depend on
-which path ran (stored, recomputed, record by record)."""
+"""Stored features in dumps: a Parquet dump carries each record's session context and text
+statistics, computed once by its writer; ``memir score`` reads them instead of recomputing them, and
+the result does not depend on which path ran (stored, recomputed, record by record)."""
 
 from __future__ import annotations
 
@@ -18,8 +18,9 @@ from runtime.annotate.consolidate import dump_session_context, history_session_f
 from runtime.batch import ScoreConfig, score_dump
 from runtime.encoders import HashEmbedder
 from runtime.record import MemIR
-from runtime.store.dumps import CONTEXT_COLUMN, CONTEXT_METADATA, iter_dump, write_dump
+from runtime.store.dumps import CONTEXT_COLUMN, CONTEXT_METADATA, TEXT_COLUMN, TEXT_METADATA, iter_dump, write_dump
 from utilitynet.dialog import CONTEXT_NAMES, CONTEXT_SCHEMA
+from utilitynet.textstats import TEXT_STAT_NAMES, TEXT_STATS_SCHEMA, text_stats
 
 DIM = 384  # the shipped model's width: the real model reads the context
 NOW = datetime(2026, 6, 1, tzinfo=UTC)
@@ -60,7 +61,12 @@ def _outputs(out: Path) -> dict[str, dict[str, Any]]:
 
 def _without_context(src: Path, dst: Path) -> None:
     t = pq.read_table(src)
-    pq.write_table(t.drop_columns([CONTEXT_COLUMN]).replace_schema_metadata(None), dst)
+    pq.write_table(t.drop_columns([CONTEXT_COLUMN, TEXT_COLUMN]).replace_schema_metadata(None), dst)
+
+
+def _with_column(src: Path, dst: Path, name: str, values: Any) -> None:
+    t = pq.read_table(src)
+    pq.write_table(t.set_column(t.schema.get_field_index(name), name, values), dst)
 
 
 def _assert_same(a: dict[str, dict[str, Any]], b: dict[str, dict[str, Any]]) -> None:
@@ -103,6 +109,10 @@ def test_scoring_reads_the_stored_context_and_decides_as_if_it_had_computed_it(t
     write_dump(rows, dump)
     schema = pq.read_schema(dump)
     assert CONTEXT_COLUMN in schema.names and schema.metadata[CONTEXT_METADATA] == CONTEXT_SCHEMA.encode()
+    assert TEXT_COLUMN in schema.names and schema.metadata[TEXT_METADATA] == TEXT_STATS_SCHEMA.encode()
+    stats = text_stats([r.content for r, _, _ in rows])
+    np.testing.assert_array_equal(np.array(pq.read_table(dump).column(TEXT_COLUMN).to_pylist()),
+                                  np.stack([stats[k] for k in TEXT_STAT_NAMES], axis=1))
     _without_context(dump, bare)
     stored = score_dump(dump, tmp_path / "a.parquet", _cfg(), progress=False)
     computed = score_dump(bare, tmp_path / "b.parquet", _cfg(), progress=False)
@@ -112,13 +122,19 @@ def test_scoring_reads_the_stored_context_and_decides_as_if_it_had_computed_it(t
     _assert_same(_outputs(tmp_path / "a.parquet"), _outputs(tmp_path / "b.parquet"))
     _assert_same(_outputs(tmp_path / "a.parquet"), _outputs(tmp_path / "c.jsonl"))
     # the stored values are what the decision read: other values give other utilities
-    t = pq.read_table(dump)
-    zeros = pa.FixedSizeListArray.from_arrays(pa.array(np.zeros(len(rows) * len(CONTEXT_NAMES))), len(CONTEXT_NAMES))
-    t = t.set_column(t.schema.get_field_index(CONTEXT_COLUMN), t.schema.field(CONTEXT_COLUMN), zeros)
-    pq.write_table(t, tmp_path / "zeroed.parquet")
-    score_dump(tmp_path / "zeroed.parquet", tmp_path / "z.parquet", _cfg(), progress=False)
-    a, z = _outputs(tmp_path / "a.parquet"), _outputs(tmp_path / "z.parquet")
-    assert max(abs(a[k]["model_utility"] - z[k]["model_utility"]) for k in a) > 1e-3
+    a = _outputs(tmp_path / "a.parquet")
+    for name, width in ((CONTEXT_COLUMN, len(CONTEXT_NAMES)), (TEXT_COLUMN, len(TEXT_STAT_NAMES))):
+        zeros = pa.FixedSizeListArray.from_arrays(pa.array(np.zeros(len(rows) * width)), width)
+        _with_column(dump, tmp_path / "zeroed.parquet", name, zeros)
+        score_dump(tmp_path / "zeroed.parquet", tmp_path / "z.parquet", _cfg(), progress=False)
+        z = _outputs(tmp_path / "z.parquet")
+        assert max(abs(a[k]["model_utility"] - z[k]["model_utility"]) for k in a) > 1e-3, name
+    # text statistics stored for some rows only: the others are computed, the decisions the same
+    part = pq.read_table(dump).column(TEXT_COLUMN).to_pylist()
+    part = [None if i % 3 else v for i, v in enumerate(part)]
+    _with_column(dump, tmp_path / "part.parquet", TEXT_COLUMN, pa.array(part, pa.list_(pa.float64())))
+    score_dump(tmp_path / "part.parquet", tmp_path / "p.parquet", _cfg(), progress=False)
+    _assert_same(a, _outputs(tmp_path / "p.parquet"))
 
 
 def test_another_schema_or_a_scope_split_over_dumps_is_recomputed(tmp_path: Path) -> None:
@@ -171,4 +187,5 @@ def test_a_store_snapshot_carries_the_context_and_readers_that_rebuild_records_i
     assert not np.isnan(ctx[[i for i, s in enumerate(sessions) if s != "s2"]]).any()  # closed sessions
     assert np.isnan(ctx[[i for i, s in enumerate(sessions) if s == "s2"]]).all()      # the open one
     records = [row for _, row, err in iter_dump(tmp_path / "alice.parquet") if err is None]
-    assert len(records) == 18 and all(CONTEXT_COLUMN not in json.dumps(r.model_dump(mode="json")) for r, _ in records)
+    assert len(records) == 18
+    assert all(c not in json.dumps(r.model_dump(mode="json")) for r, _ in records for c in (CONTEXT_COLUMN, TEXT_COLUMN))

@@ -8,8 +8,8 @@ retention plan reads — the scorer's :class:`~utilitynet.columns.RecordColumns`
 vocabularies; datetimes are POSIX seconds (NaN = none); ``attributes`` is the record's
 ``metadata.attributes`` as JSON (null when empty); ``session_context`` and ``text_stats`` are the
 features the dump stored for the record (null when it stored none: they are computed while
-deciding); ``embedding`` is
-null when the dump had no usable vector (it is embedded before scoring, as the row-at-a-time path does).
+deciding); ``embedding`` is null when the dump had no usable vector (it is embedded before scoring,
+as the row-at-a-time path does).
 
 Because the table is plain Arrow, it pickles cheaply between processes, spills to disk as Arrow
 IPC, and is a Ray Data block as it stands.
@@ -34,8 +34,8 @@ from ..record.memir import MemIR
 from ..retention.plan import ItemTable
 from ..retention.rules import RuleView, referenced_at
 
-__all__ = ["KEY_COLUMNS", "STORED_TYPE", "empty_table", "item_table", "score_schema", "stored_context", "stored_values", "table_from_records",
-           "vectors"]
+__all__ = ["KEY_COLUMNS", "STORED_TYPE", "empty_table", "item_table", "score_schema", "stored_context", "stored_values",
+           "table_from_records", "vectors"]
 
 KEY_COLUMNS = ("user_id", "agent_id")
 """The scope of a row: decisions are made per (user, agent)."""
@@ -123,9 +123,12 @@ def vectors(t: pa.Table) -> tuple[np.ndarray, np.ndarray]:
     return out, missing
 
 
-def stored_values(t: pa.Table, name: str, width: int) -> tuple[np.ndarray, np.ndarray]:
+def stored_values(t: pa.Table, name: str, width: int, *, none_rows: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """``(values (n, width) float64, stored (n,) bool)``: a stored-feature column, NaN rows where the
-    dump stored none (a row of another length counts as none)."""
+    dump stored none. A row counts as stored only if it has ``width`` finite values (or, with
+    ``none_rows``, ``width`` NaNs: a stored "none"); any other row — of another length, with an
+    infinity, partly NaN — is computed instead, so a damaged dump cannot put a non-finite feature
+    before the model."""
     col = t.column(name).combine_chunks()
     n = len(col)
     out = np.full((n, width), np.nan)
@@ -133,13 +136,19 @@ def stored_values(t: pa.Table, name: str, width: int) -> tuple[np.ndarray, np.nd
     stored = lengths == width  # null rows have a NaN length
     if stored.any():
         good = col.filter(pa.array(stored))
-        out[stored] = np.asarray(pc.list_flatten(good).to_numpy(zero_copy_only=False), dtype=np.float64).reshape(-1, width)
+        values = np.asarray(pc.list_flatten(good).to_numpy(zero_copy_only=False), dtype=np.float64).reshape(-1, width)
+        ok = np.isfinite(values).all(axis=1)
+        if none_rows:
+            ok |= np.isnan(values).all(axis=1)
+        rows = np.flatnonzero(stored)
+        out[rows[ok]] = values[ok]
+        stored[rows[~ok]] = False
     return out, stored
 
 
 def stored_context(t: pa.Table) -> tuple[np.ndarray, np.ndarray]:
     """:func:`stored_values` of the ``session_context`` column."""
-    return stored_values(t, "session_context", len(CONTEXT_NAMES))
+    return stored_values(t, "session_context", len(CONTEXT_NAMES), none_rows=True)
 
 
 def _stored_text(t: pa.Table) -> np.ndarray | None:

@@ -141,7 +141,8 @@ def _vectors(a: Any, dim: int) -> tuple[np.ndarray, pa.Array]:
 
 def _stored(t: pa.Table, name: str, keep: pa.Array, m: int) -> Any:
     """The kept rows of a stored-feature column, or nulls when it is absent or not a list of numbers
-    (a row of the wrong length is dropped when the decision reads it)."""
+    (a row of the wrong length or with a non-finite value is dropped when the decision reads it:
+    :func:`runtime.batch.table.stored_values`)."""
     if name not in t.schema.names:
         return pa.nulls(m, STORED_TYPE)
     c = t.column(name)

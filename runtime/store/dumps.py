@@ -43,9 +43,10 @@ from pydantic import ValidationError as PydanticValidationError
 from ..errors import MissingDependencyError, NotFoundError, ValidationError
 from ..record.memir import MemIR
 
-__all__ = ["CONTEXT_COLUMN", "CONTEXT_METADATA", "PARQUET_ROW_GROUP", "STORED_FEATURES", "TEXT_COLUMN", "TEXT_METADATA",
-           "DumpRow", "stored_schemas", "check_dump", "check_vector", "count_records", "decode_attributes", "is_compressed", "is_parquet", "iter_dump",
-           "memir_arrow_schema", "memir_arrow_table", "open_jsonl", "parse_row", "pyarrow_modules", "write_dump"]
+__all__ = ["CONTEXT_COLUMN", "CONTEXT_METADATA", "PARQUET_ROW_GROUP", "STORED_FEATURES", "TEXT_COLUMN",
+           "TEXT_METADATA", "DumpRow", "check_dump", "check_vector", "count_records", "decode_attributes",
+           "is_compressed", "is_parquet", "iter_dump", "memir_arrow_schema", "memir_arrow_table", "open_jsonl",
+           "parse_row", "pyarrow_modules", "stored_schemas", "write_dump"]
 
 DumpRow = tuple[int, Any, Exception | None]
 """``(line or row number, (record, vector) or the raw input, error or None)``."""

@@ -148,15 +148,15 @@ def test_another_schema_or_a_scope_split_over_dumps_is_recomputed(tmp_path: Path
     assert old["context_stored"] == 0 and old["quarantined"] == 0
     assert score_dump(bare, tmp_path / "b.parquet", _cfg(), progress=False)["context_stored"] == 0
     _assert_same(_outputs(tmp_path / "o.parquet"), _outputs(tmp_path / "b.parquet"))
-    # a row stored with too few values: its scope is computed, the others are read
-    values = t.column(CONTEXT_COLUMN).to_pylist()
-    values[1] = values[1][:-1]
-    short = t.set_column(t.schema.get_field_index(CONTEXT_COLUMN), CONTEXT_COLUMN, pa.array(values, pa.list_(pa.float64())))
-    pq.write_table(short, tmp_path / "short.parquet")
-    r = score_dump(tmp_path / "short.parquet", tmp_path / "sh.parquet", _cfg(), progress=False)
-    n_u1 = sum(1 for row, _, _ in rows if row.provenance.user_id == rows[1][0].provenance.user_id)
-    assert r["context_stored"] == len(rows) - n_u1 and r["quarantined"] == 0
-    _assert_same(_outputs(tmp_path / "sh.parquet"), _outputs(tmp_path / "b.parquet"))
+    # a damaged row — too few values, an infinity — is not read: its scope is computed, the others are read
+    for row, damage in ((1, lambda v: v[:-1]), (2, lambda v: [float("inf")] + v[1:])):
+        values = t.column(CONTEXT_COLUMN).to_pylist()
+        values[row] = damage(values[row])
+        _with_column(dump, tmp_path / "damaged.parquet", CONTEXT_COLUMN, pa.array(values, pa.list_(pa.float64())))
+        r = score_dump(tmp_path / "damaged.parquet", tmp_path / "dm.parquet", _cfg(), progress=False)
+        n_scope = sum(1 for x, _, _ in rows if x.provenance.user_id == rows[row][0].provenance.user_id)
+        assert r["context_stored"] == len(rows) - n_scope and r["quarantined"] == 0
+        _assert_same(_outputs(tmp_path / "dm.parquet"), _outputs(tmp_path / "b.parquet"))
     # u0's records in two dumps, each written on its own: their stored contexts describe half a
     # history each, so the scope is recomputed over both; the other scopes are read from the dumps
     first = [r for r in rows if r[0].provenance.user_id != "u0" or int(r[0].id[1:]) < 150]

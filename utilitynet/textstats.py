@@ -206,6 +206,42 @@ def _key(w: str) -> np.ndarray:
     return k
 
 
+_SPACE_TAB = np.zeros(256, dtype=bool)
+_SPACE_TAB[[ord(" "), ord("\t")]] = True
+_DIGIT = np.zeros(256, dtype=bool)
+_DIGIT[ord("0"):ord("9") + 1] = True
+
+
+def _list_item_starts(a: np.ndarray) -> np.ndarray:
+    """A mask over the bytes ``a`` (records joined by NUL, lower-cased) marking where
+    :data:`_LIST_ITEM` matches — the newline or NUL that starts a list item — without running the
+    regex over every byte (4 ms per 4,096 records; this is one pass over the candidates). Matches
+    cannot overlap: each holds one newline or NUL, at its start, and the greedy ``[ \t]*`` never
+    needs to give a byte back (what follows it never starts with a space or tab)."""
+    cand = np.flatnonzero((a == ord("\n")) | (a == 0))
+    b = np.concatenate([a, np.zeros(8, dtype=np.uint8)])  # every look-ahead below stays inside
+    j = cand + 1
+    walking = np.flatnonzero(_SPACE_TAB[b[j]])
+    for _ in range(8):  # skip each candidate's indentation (rarely more than a few bytes)
+        if not len(walking):
+            break
+        j[walking] += 1
+        walking = walking[_SPACE_TAB[b[j[walking]]]]
+    if len(walking):  # long runs of blanks: jump to the next other byte in one search
+        others = np.flatnonzero(~_SPACE_TAB[b])
+        j[walking] = others[np.searchsorted(others, j[walking])]
+    c0, c1, c2, c3 = b[j], b[j + 1], b[j + 2], b[j + 3]
+    d0, d1 = _DIGIT[c0], _DIGIT[c1]
+    close1 = (c1 == ord(".")) | (c1 == ord(")"))
+    close2 = (c2 == ord(".")) | (c2 == ord(")"))
+    item = ((d0 & close1 & _SPACE_TAB[c2]) | (d0 & d1 & close2 & _SPACE_TAB[c3])
+            | (((c0 == ord("-")) | (c0 == ord("*"))) & _SPACE_TAB[c1])
+            | ((c0 == 0xE2) & (c1 == 0x80) & (c2 == 0xA2) & _SPACE_TAB[c3]))
+    out = np.zeros(len(a), dtype=bool)
+    out[cand[item]] = True
+    return out
+
+
 @dataclass(frozen=True)
 class _Table:
     """Open-addressing-free hash table: slot = (key >> shift) & mask, collision-free by construction."""
@@ -421,5 +457,5 @@ def _text_stats(contents: Sequence[str]) -> dict[str, np.ndarray]:
         "quantities_log": log(per_token(quantities)),
         "requests_log": log(per_token((bits_any & REQ) > 0)),
         "digression": (per_token(digress | by_the_way) > 0).astype(np.float64),
-        "list_items_log": log(by_regex(_LIST_ITEM)),
+        "list_items_log": log(per_record(_list_item_starts(la))),
     }

@@ -41,19 +41,19 @@ def _context(blocks: list[dict], users: int) -> np.ndarray:
     """The stored session context of every record, as ``Scope.snapshot`` stores it
     (:func:`runtime.annotate.consolidate.dump_session_context`: each scope in write order, vectors
     scaled in float32, then ``history_session_columns``), computed column-wise for millions of rows."""
-    from runtime.annotate.consolidate import history_session_columns
+    from runtime.annotate.consolidate import scopes_session_columns, write_order
 
     vecs = np.concatenate([b["vecs"] for b in blocks])
     vecs /= np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
     n = len(vecs)
-    i = np.arange(n)
-    order = np.lexsort((i, i % users))            # scope by scope, each in write order (created_at rises with i)
-    ol = order.tolist()
-    sessions = [s for b in blocks for s in b["session"]]
-    content = [c for b in blocks for c in b["content"]]
-    roles = np.concatenate([b["role"] for b in blocks])
-    hist = history_session_columns([sessions[k] for k in ol], np.ones(n, dtype=bool), [content[k] for k in ol],
-                                   vecs[order], roles[order], scopes=(i % users)[order])
+    user = np.arange(n) % users
+    by_scope = np.argsort(user, kind="stable")  # scope by scope, each in dump order
+    sizes = np.bincount(user, minlength=users).tolist()
+    created = np.concatenate([b["created_us"] for b in blocks])
+    order = by_scope[write_order(created[by_scope], sizes)]
+    hist = scopes_session_columns([s for b in blocks for s in b["session"]], np.ones(n, dtype=bool),
+                                  [c for b in blocks for c in b["content"]], vecs,
+                                  np.concatenate([b["role"] for b in blocks]), order, sizes)
     out = np.empty_like(hist)
     out[order] = hist
     return out

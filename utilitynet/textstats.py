@@ -115,7 +115,8 @@ _CJK = {
     "q": re.compile("？".encode()),
 }
 _IMAGE = re.compile(rb"\[image:")
-# A list item: a line (or the text) that starts with "1." / "2)" / "-" / "*" / "•" and a space.
+# A list item: a line (or the text) that starts with "1." / "2)" / "-" / "*" / "•" and a space. The
+# specification of what _list_item_starts finds without running it (tests compare the two).
 _LIST_ITEM = re.compile(rb"[\n\x00][ \t]*(?:[0-9]{1,2}[.)]|[-*]|\xe2\x80\xa2)[ \t]")
 
 _Q = np.uint64(0x9E3779B97F4A7C15)  # golden-ratio multiplier: mixes the two key halves / a word pair

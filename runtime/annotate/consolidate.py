@@ -31,8 +31,8 @@ from utilitynet.dialog import CONTEXT_NAMES, session_context, sessions_context
 
 from ..record.memir import Flag, MemIR
 
-__all__ = ["dump_session_context", "history_session_columns", "history_session_features", "session_features",
-           "session_turns"]
+__all__ = ["dump_session_context", "history_session_columns", "history_session_features", "scopes_session_columns",
+           "session_features", "session_turns", "write_order"]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -97,6 +97,27 @@ def history_session_columns(session_ids: Sequence[str | None], turn: np.ndarray,
     return out
 
 
+def write_order(created: np.ndarray, sizes: Sequence[int]) -> np.ndarray:
+    """Row indices scope by scope, each scope in write order (``created``, ties in row order); scope
+    ``k`` is the next ``sizes[k]`` rows."""
+    bounds = np.cumsum([0, *sizes]).tolist()
+    parts = [lo + np.argsort(created[lo:hi], kind="stable") for lo, hi in zip(bounds[:-1], bounds[1:])]
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+
+def scopes_session_columns(session_ids: Sequence[str | None], turn: np.ndarray, contents: Sequence[str],
+                           vectors: np.ndarray, roles: Sequence[str] | np.ndarray, order: np.ndarray,
+                           sizes: Sequence[int]) -> np.ndarray:
+    """:func:`history_session_columns` of several scopes' rows picked by ``order`` — scope by scope,
+    ``sizes[k]`` rows each, each scope in write order (:func:`write_order`). Row ``j`` of the result
+    belongs to row ``order[j]`` of the inputs. ``memir score``, the dump writer and the benchmark's
+    dump generator all compute a dump's context through it."""
+    ol = order.tolist()
+    picked = roles[order] if isinstance(roles, np.ndarray) else [roles[i] for i in ol]
+    return history_session_columns([session_ids[i] for i in ol], turn[order], [contents[i] for i in ol],
+                                   vectors[order], picked, scopes=np.repeat(np.arange(len(sizes)), sizes))
+
+
 def dump_session_context(records: Sequence[MemIR], vectors: Sequence[np.ndarray | None]
                          ) -> tuple[np.ndarray, np.ndarray]:
     """The session context ``memir score`` computes for each record of a dump, computed once by the
@@ -128,17 +149,12 @@ def dump_session_context(records: Sequence[MemIR], vectors: Sequence[np.ndarray 
         idx = np.concatenate([np.asarray(g, dtype=np.int64) for g in group])
         vecs = np.stack([np.asarray(vectors[i], dtype=np.float32) for i in idx.tolist()])
         vecs /= np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
+        rows = [records[i] for i in idx.tolist()]
         sizes = [len(g) for g in group]
-        bounds = np.cumsum([0] + sizes)
-        created = np.array([_microseconds(records[i]) for i in idx.tolist()], dtype=np.int64)
-        w = np.concatenate([lo + np.argsort(created[lo:hi], kind="stable")
-                            for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist())])
-        ordered = [records[i] for i in idx[w].tolist()]
-        turn = np.array([Flag.placeholder not in r.metadata.flags for r in ordered], dtype=bool)
-        hist = history_session_columns([r.provenance.session_id for r in ordered], turn,
-                                       [r.content for r in ordered], vecs[w], [_role(r) for r in ordered],
-                                       scopes=np.repeat(np.arange(len(sizes)), sizes))
-        out[idx[w]] = hist
+        w = write_order(np.array([_microseconds(r) for r in rows], dtype=np.int64), sizes)
+        out[idx[w]] = scopes_session_columns(
+            [r.provenance.session_id for r in rows], np.array([Flag.placeholder not in r.metadata.flags for r in rows]),
+            [r.content for r in rows], vecs, [_role(r) for r in rows], w, sizes)
         known[idx] = True
     return out, known
 

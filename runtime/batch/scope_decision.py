@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 from utilitynet.columns import FLAGS
 from utilitynet.context import ScoringContext
 
-from ..annotate.consolidate import history_session_columns
+from ..annotate.consolidate import scopes_session_columns
 from ..errors import InfeasibleError
 from ..retention.plan import RetentionPlan, recent_context, scoring_context
 from .table import item_table, stored_context, vectors
@@ -144,12 +144,8 @@ class ScopeDecider:
         tot.context_stored = int(bounds[-1] - sum(bounds[k + 1] - bounds[k] for k in todo))
         if todo:
             w = np.concatenate([bounds[k] + orders[k] for k in todo])
-            wl = w.tolist()
-            hist = history_session_columns([sessions[i] for i in wl], turn[w],
-                                           [items.columns.content[i] for i in wl], vecs[w], items.columns.role[w],
-                                           scopes=np.repeat(np.arange(len(todo)),
-                                                            [bounds[k + 1] - bounds[k] for k in todo]))
-            session[w] = hist
+            session[w] = scopes_session_columns(sessions, turn, items.columns.content, vecs, items.columns.role, w,
+                                                [bounds[k + 1] - bounds[k] for k in todo])
         segments: list[tuple[int, int, ScoringContext]] = []
         for lo, hi, order in zip(bounds[:-1], bounds[1:], orders):
             n = hi - lo

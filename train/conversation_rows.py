@@ -13,9 +13,17 @@ Two kinds of group per conversation:
 - **first judgement** (one group): every turn as the decision right after its session first scored it
   (a brand-new memory, its session complete), over the whole conversation. Retention by a score that
   does not change with time keeps the top K of this group, so ranking it is the task itself;
-- **held decisions**, per collection policy and capacity: the decision right after each session that
-  holds evidence, and the last decision of the stream, with everything the policy still held then
+- **held decisions**, per collection policy and capacity, with everything the policy still held then
   (memories of every age: what a model learns here about age and position holds in production).
+  Which decisions (``RowConfig.held``): ``"evidence"``, the decision right after each session that
+  holds evidence, and the last of the stream; or ``"uniform"``, ``held_decisions`` decisions drawn at
+  random (seeded by the conversation id) whatever their sessions hold, and the last. Choosing the
+  moments by where the evidence is biases the groups: their newest session always holds evidence
+  (in the LongMemEval dev rows, 7.0% of the newest session's rows are evidence, against 0.8% of all
+  turns at first judgement and 4.2% of the older held rows), which can teach a model that new
+  memories beat old ones. Uniform moments (1.7% of the newest session's rows) remove that bias; the
+  production cross-validation of both is in ``docs/training.md`` (no measurable difference yet, so
+  ``"evidence"`` stays the default the shipped rows are built with).
 
 Turns whose usefulness is unknown (``unlabeled``: another conversation's evidence whose labels were
 stripped) are left out of every group: neither positives nor negatives.
@@ -23,8 +31,10 @@ stripped) are left out of every group: neither positives nor negatives.
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
@@ -55,12 +65,24 @@ class RowConfig:
         superseded_label: the label of an evidence turn in a group that also holds the value that
             superseded it (a knowledge update): worth less than current evidence, but not worthless — a
             question may still ask what the value used to be.
+        held: which held decisions become groups: ``"evidence"`` (after each evidence session, and
+            the last) or ``"uniform"`` (``held_decisions`` drawn at random per policy and capacity,
+            seeded by the conversation id, and the last).
+        held_decisions: decisions drawn per policy and capacity with ``held="uniform"``.
     """
 
     policies: tuple[str, ...] = ("longest_user",)
     capacities: tuple[float, ...] = (0.05, 0.1)
     first_judgement: bool = True
     superseded_label: float = 0.5
+    held: Literal["evidence", "uniform"] = "evidence"
+    held_decisions: int = 4
+
+    def __post_init__(self) -> None:
+        if self.held not in ("evidence", "uniform"):
+            raise ValueError(f"held must be 'evidence' or 'uniform', got {self.held!r}")
+        if self.held_decisions < 0:
+            raise ValueError(f"held_decisions must be >= 0, got {self.held_decisions}")
 
 
 @dataclass
@@ -130,13 +152,17 @@ def conversation_rows(conversation_id: str, turns: Sequence[StreamTurn], evidenc
             ds = stream_conversation(turns, vecs, _policy(name, evidence), emb, capacity, user_id="rows",
                                      record=True).decisions
             seen: set[str] = set()
+            drawn = _drawn(conversation_id, name, p, len(ds), cfg.held_decisions) if cfg.held == "uniform" else set()
             for i, d in enumerate(ds):
                 new = np.array([m not in seen for m in d.ids])
                 seen.update(d.ids)
                 if cfg.first_judgement and pi == 0 and ci == 0:
                     groups.append((FIRST_JUDGEMENT, d, new, True))
-                closes_evidence = d.trigger.removeprefix("session_end:") in ev_sessions
-                if closes_evidence or i == len(ds) - 1:
+                if cfg.held == "evidence":
+                    chosen = d.trigger.removeprefix("session_end:") in ev_sessions
+                else:
+                    chosen = i in drawn
+                if chosen or i == len(ds) - 1:
                     groups.append((n_dec, d, np.ones(len(d.ids), dtype=bool), False))
                     n_dec += 1
     Xs, ys, ws, tags, ids, decs, steps, sess, kept = [], [], [], [], [], [], [], [], []
@@ -161,6 +187,13 @@ def conversation_rows(conversation_id: str, turns: Sequence[StreamTurn], evidenc
     X = np.asarray(Xs, dtype=np.float32) if Xs else np.zeros((0, 0), np.float32)
     return ConversationRows(conversation_id, X, np.asarray(ys, np.float32), np.asarray(ws, np.float32), tags, ids,
                             np.asarray(decs, np.int32), np.asarray(steps, np.int32), sess, np.asarray(kept, bool))
+
+
+def _drawn(conversation_id: str, policy: str, p: float, n: int, k: int) -> set[int]:
+    """``k`` of the ``n - 1`` decisions before the last, drawn at random, reproducibly per conversation,
+    policy and capacity."""
+    seed = zlib.crc32(f"{conversation_id}|{policy}|{p!r}".encode())
+    return {int(i) for i in np.random.default_rng(seed).permutation(max(n - 1, 0))[:k]}
 
 
 def stack(rows: Sequence[ConversationRows]) -> ConversationRows:

@@ -176,3 +176,36 @@ def test_copies_of_other_questions_evidence_are_never_negatives() -> None:
     r = question_rows(q, HashEmbedder(32), RowConfig(capacities=(0.2,), policies=("oracle", "longest_user")))
     assert not any(i.startswith("D2:") for i in r.item_ids)
     assert any(i.startswith("D3:") for i in r.item_ids) and r.y[[i == "D1:1" for i in r.item_ids]].min() == 1.0
+
+
+def test_uniform_held_decisions_do_not_depend_on_where_the_evidence_is() -> None:
+    from runtime.encoders import HashEmbedder
+    from tests.train.lme.test_lme import item
+    from train.conversation_rows import FIRST_JUDGEMENT, RowConfig
+    from train.lme.reader import parse_question
+    from train.lme.rows import question_rows
+
+    def question(evidence_session: int) -> object:
+        sessions = [[{"role": "user", "content": f"session {s} turn {i}: I like topic {s * 10 + i}",
+                      **({"has_answer": True} if s == evidence_session and i == 0 else {})} for i in range(4)]
+                    for s in range(10)]
+        ids = [f"answer_{s}" if s == evidence_session else f"sharegpt_{s}" for s in range(10)]
+        raw = item("u1", sessions=sessions, ids=ids, answer=f"answer_{evidence_session}")
+        raw["haystack_dates"] = [f"2023/05/{d + 1:02d} (Mon) 09:00" for d in range(10)]
+        return parse_question(raw)
+
+    def held_steps(q: object, cfg: RowConfig) -> set[int]:
+        r = question_rows(q, HashEmbedder(32), cfg)  # type: ignore[arg-type]
+        return {int(s) for s, d in zip(r.step, r.decision) if d != FIRST_JUDGEMENT}
+
+    by_evidence = RowConfig(capacities=(0.2,), policies=("longest_user",))
+    assert held_steps(question(2), by_evidence) == {12, 40}  # after the evidence session, and the last
+    assert held_steps(question(6), by_evidence) == {28, 40}
+    uniform = RowConfig(capacities=(0.2,), policies=("longest_user",), held="uniform", held_decisions=3)
+    steps = held_steps(question(2), uniform)
+    assert len(steps) == 4 and 40 in steps  # three drawn, and the last
+    assert held_steps(question(6), uniform) == steps == held_steps(question(2), uniform)  # reproducible, blind
+    with pytest.raises(ValueError, match="held"):
+        RowConfig(held="sometimes")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="held_decisions"):
+        RowConfig(held_decisions=-1)

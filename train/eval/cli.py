@@ -117,6 +117,9 @@ def _parser() -> argparse.ArgumentParser:
     cv.add_argument("--models", default=None, help="keep the fold models here (<variant>/fold<k>.onnx)")
     cv.add_argument("--preset", default="default", help="train preset whose fit settings are used")
     cv.add_argument("--rows", default="data/lme_rows", help="where the per-question training rows are cached")
+    cv.add_argument("--held", choices=("evidence", "uniform"), default=None,
+                    help="which held decisions become training groups (train.conversation_rows; default: "
+                         "the row configuration's)")
     cv.add_argument("--cache", default=str(DEFAULT_CACHE))
     cv.add_argument("--validation-fold", type=int, default=0,
                     help="the fold make train selects on: never fit on, never reported (default 0)")
@@ -292,6 +295,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                          Path(args.out))
             print(lme_table(summary))
         elif args.cmd == "lme-cv":
+            from ..conversation_rows import RowConfig
             from .lme_cv import run_cv
             if not args.capacities and not args.budgets:
                 raise SystemExit("lme-cv: nothing to evaluate; give --capacities and/or --budgets")
@@ -301,6 +305,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 baselines=args.baselines, variants=variants, bow=not args.no_bow, preset=args.preset,
                 rows_dir=args.rows, cache=args.cache, progress=progress, validation_fold=args.validation_fold,
                 workers=args.workers, models_dir=args.models,
+                row_config=RowConfig() if args.held is None else RowConfig(held=args.held),
                 time_budget_s=None if args.time_budget_min is None else 60 * args.time_budget_min)
             payload["args"] = record
             qn = payload["questions"]

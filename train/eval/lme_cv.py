@@ -25,7 +25,7 @@ from runtime.scoring import Scorer, UtilityScorer, make_baseline
 from utilitynet.export import export_onnx
 from utilitynet.features import spec_for
 
-from ..conversation_rows import ConversationRows, stack
+from ..conversation_rows import ConversationRows, RowConfig, stack
 from ..dataset.groups import FitData, session_segments
 from ..embedcache import cached_embedder
 from ..lme.folds import fold_of, groups
@@ -111,7 +111,7 @@ def run_cv(file: str | Path, *, folds: int = 5, validation_fold: int = 0,
            variants: Mapping[str, Mapping[str, Any]] | None = None, bow: bool = True,
            preset: str = "default", rows_dir: str | Path = "data/lme_rows", cache: str | Path = "data/cache/embeddings",
            workers: int = 1, progress: bool = True, time_budget_s: float | None = None,
-           models_dir: str | Path | None = None) -> dict[str, Any]:
+           models_dir: str | Path | None = None, row_config: RowConfig = RowConfig()) -> dict[str, Any]:
     """Cross-validated evidence recall of the utility model and the bag-of-words baseline, plus the
     baselines that need no fitting, on one LongMemEval file.
 
@@ -119,7 +119,7 @@ def run_cv(file: str | Path, *, folds: int = 5, validation_fold: int = 0,
     validation split): it is never fit on here either, and never reported. For each other fold every
     learned variant (``variants``: name → overrides of the preset's fit settings; default one,
     ``"utilitynet-cv"``, with the preset's own) and the bag-of-words baseline are fit on the remaining
-    folds' rows plus the preset's simulated rows. Then every reported question, in file order, is
+    folds' rows (built with ``row_config``, cached in ``rows_dir``) plus the preset's simulated rows. Then every reported question, in file order, is
     streamed through *every* policy (the learned ones of its own fold) at every budget: each of
     ``capacities`` as a share of its turns, each of ``budgets`` as a share of its tokens. At any moment
     the finished questions form a like-for-like table. With ``time_budget_s`` no new question starts
@@ -141,7 +141,7 @@ def run_cv(file: str | Path, *, folds: int = 5, validation_fold: int = 0,
     fold = fold_of(groups(iter_lme(file)), folds)
     ids = list(fold)
     rows_dir = Path(rows_dir)
-    ensure_rows(file, emb, rows_dir, progress=progress, total=len(ids), workers=workers)
+    ensure_rows(file, emb, rows_dir, row_config, progress=progress, total=len(ids), workers=workers)
     cfg = load_preset(preset)
     sim = sim_rows(preset, emb, rows_dir.with_name(rows_dir.name + "_sim"))  # make train learns from it too
     spec = spec_for(emb.dim, emb.encoder_id)
@@ -207,7 +207,7 @@ def run_cv(file: str | Path, *, folds: int = 5, validation_fold: int = 0,
                 bar.update(1)
         if bar is not None:
             bar.close()
-    return {"folds": fold, "validation_fold": validation_fold,
+    return {"folds": fold, "validation_fold": validation_fold, "row_config": row_config.__dict__,
             "questions": {"reported": len(done), "eligible": len(test_all), "complete": len(done) == len(test_all),
                           "ids": done},
             "variants": {k: dict(v) for k, v in variants.items()}, "fits": fits,

@@ -20,11 +20,13 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from runtime.errors import ValidationError
+
 from ..conversation_rows import RowConfig
 from ..embedcache import cached_embedder
 from .folds import fold_of, groups
 from .reader import iter_lme
-from .rows import ensure_rows, load_rows, rows_path
+from .rows import check_row_config, ensure_rows, load_rows, rows_path
 from .shipped import write_shipped
 
 
@@ -46,6 +48,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--folds", type=int, default=5)
     ap.add_argument("--validation-fold", type=int, default=0)
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="processes (default: every CPU)")
+    ap.add_argument("--held", choices=("evidence", "uniform"), default=RowConfig.held,
+                    help="which held decisions become training groups (train.conversation_rows)")
+    ap.add_argument("--held-decisions", type=int, default=RowConfig.held_decisions,
+                    help="decisions drawn per policy and capacity with --held uniform")
     ap.add_argument("--no-progress", action="store_true")
     a = ap.parse_args(argv)
     if not a.file.is_file():
@@ -54,16 +60,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not 0 <= a.validation_fold < a.folds:
         print(f"error: --validation-fold must be in [0, {a.folds})", file=sys.stderr)
         return 2
+    if a.held_decisions < 0:
+        print("error: --held-decisions must be >= 0", file=sys.stderr)
+        return 2
+    cfg = RowConfig(held=a.held, held_decisions=a.held_decisions)
     emb = cached_embedder("onnx", a.cache)
     ids = [q.question_id for q in iter_lme(a.file)]
     fold = fold_of(groups(iter_lme(a.file)), a.folds)
-    ensure_rows(a.file, emb, a.rows_cache, RowConfig(), progress=not a.no_progress, total=len(ids),
+    try:
+        check_row_config(a.rows_cache, cfg)
+    except ValidationError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    ensure_rows(a.file, emb, a.rows_cache, cfg, progress=not a.no_progress, total=len(ids),
                 workers=a.workers)
     from utilitynet.features import spec_for
     rows = [load_rows(rows_path(a.rows_cache, i)) for i in ids]
     out = write_shipped(rows, fold, a.validation_fold, spec_for(emb.dim, emb.encoder_id), a.out,
                         source={"file": a.file.name, "sha256": _sha256(a.file), "questions": len(ids),
-                                "folds": a.folds, "row_config": RowConfig().__dict__})
+                                "folds": a.folds, "row_config": cfg.__dict__})
     size = sum(p.stat().st_size for p in out.iterdir())
     print(f"wrote {out} ({size / 1e6:.1f} MB) from {len(ids)} questions", file=sys.stderr)
     return 0

@@ -15,11 +15,15 @@ the labels; no feature reads them.
 
 from __future__ import annotations
 
+import json
+from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from runtime.encoders import Embedder
+from runtime.errors import ValidationError
 
 from ..conversation_rows import ConversationRows, RowConfig, conversation_rows
 from ..embedcache import CachedEmbedder
@@ -27,7 +31,7 @@ from ..workers import ordered_map, progress_bar
 from .protocol import lme_turns
 from .reader import LmeQuestion, iter_lme
 
-__all__ = ["ensure_rows", "load_rows", "question_rows", "rows_path", "superseded_values", "unlabeled_turns"]
+__all__ = ["CONFIG_FILE", "check_row_config", "ensure_rows", "load_rows", "question_rows", "rows_path", "superseded_values", "unlabeled_turns"]
 
 
 def question_rows(q: LmeQuestion, emb: Embedder, cfg: RowConfig = RowConfig(), *,
@@ -83,10 +87,46 @@ def _save_rows(path: Path, r: ConversationRows) -> None:
     tmp.replace(path)
 
 
+CONFIG_FILE = "row_config.json"
+"""Beside the cached rows: the :class:`RowConfig` they were built with."""
+
+
+def _config_dict(cfg: RowConfig) -> dict[str, Any]:
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(cfg).items()}
+
+
+def check_row_config(rows_dir: Path, cfg: RowConfig) -> None:
+    """Stamp ``rows_dir`` with ``cfg``, or check that its rows were built with it.
+
+    A folder of rows from before the stamp holds rows of ``held="evidence"`` (the only kind then).
+
+    Raises:
+        ValidationError: the folder's rows were built with another configuration.
+    """
+    stamp = rows_dir / CONFIG_FILE
+    want = _config_dict(cfg)
+    if stamp.is_file():
+        have = json.loads(stamp.read_text(encoding="utf-8"))
+    elif rows_dir.is_dir() and any(rows_dir.glob("*.npz")):
+        have = {**want, "held": "evidence", "held_decisions": RowConfig.held_decisions}
+    else:
+        have = want
+    if have != want:
+        diff = {k: (have.get(k), v) for k, v in want.items() if have.get(k) != v}
+        raise ValidationError(f"{rows_dir} holds rows built with another row configuration "
+                              f"({', '.join(f'{k}: {a!r} there, {b!r} asked' for k, (a, b) in diff.items())}): "
+                              "give another rows folder, or delete that one", field="rows_dir")
+    rows_dir.mkdir(parents=True, exist_ok=True)
+    if not stamp.is_file():
+        stamp.write_text(json.dumps(want, sort_keys=True) + "\n", encoding="utf-8")
+
+
 def ensure_rows(file: str | Path, emb: CachedEmbedder, rows_dir: Path, cfg: RowConfig = RowConfig(), *,
                 progress: bool = True, total: int | None = None, workers: int = 1) -> None:
     """Compute and cache the training rows of every question that has none yet (on ``workers``
-    processes; each question's file is written atomically, so an interrupted run resumes)."""
+    processes; each question's file is written atomically, so an interrupted run resumes). The folder
+    is stamped with ``cfg`` (:func:`check_row_config`): rows of two configurations never mix."""
+    check_row_config(rows_dir, cfg)
     bar = progress_bar(total or 0, "lme rows", progress)
 
     def one(q: LmeQuestion) -> None:

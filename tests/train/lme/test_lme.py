@@ -142,3 +142,28 @@ def test_folds_keep_questions_that_share_an_evidence_session_together(tmp_path: 
     for k in (2, 3):
         f = fold_of(g, k)
         assert f["qa"] == f["qb"] and set(f.values()) <= set(range(k))
+
+
+def test_cached_rows_of_two_row_configurations_never_mix(tmp_path: Path) -> None:
+    import numpy as np
+
+    from train.conversation_rows import RowConfig
+    from train.embedcache import CachedEmbedder
+    from train.lme.rows import CONFIG_FILE, check_row_config, ensure_rows, load_rows, rows_path
+
+    f = write(tmp_path / "q.json", [item("q1"), item("q2")])
+    emb = CachedEmbedder(HashEmbedder(32), None)
+    uniform = RowConfig(capacities=(0.2,), held="uniform", held_decisions=1)
+    ensure_rows(f, emb, tmp_path / "rows", uniform, progress=False)
+    assert json.loads((tmp_path / "rows" / CONFIG_FILE).read_text())["held"] == "uniform"
+    assert len(load_rows(rows_path(tmp_path / "rows", "q2")).y) > 0
+    with pytest.raises(ValidationError, match="held: 'uniform' there, 'evidence' asked"):
+        ensure_rows(f, emb, tmp_path / "rows", RowConfig(capacities=(0.2,)), progress=False)
+    ensure_rows(f, emb, tmp_path / "rows", uniform, progress=False)  # the same configuration resumes
+    legacy = tmp_path / "legacy"  # rows cached before the stamp: held decisions after evidence sessions
+    legacy.mkdir()
+    np.savez(legacy / "q0.npz", x=np.zeros(1))
+    with pytest.raises(ValidationError, match="held"):
+        check_row_config(legacy, uniform)
+    check_row_config(legacy, RowConfig(capacities=(0.2,)))
+    assert json.loads((legacy / CONFIG_FILE).read_text())["held"] == "evidence"

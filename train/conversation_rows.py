@@ -22,7 +22,7 @@ Two kinds of group per conversation:
   (in the LongMemEval dev rows, 7.0% of the newest session's rows are evidence, against 0.8% of all
   turns at first judgement and 4.2% of the older held rows), which can teach a model that new
   memories beat old ones. Uniform moments (1.7% of the newest session's rows) remove that bias; the
-  production cross-validation of both is in ``docs/training.md`` (no measurable difference yet, so
+  production cross-validation of both is in ``docs/training.md`` (no measurable difference, so
   ``"evidence"`` stays the default the shipped rows are built with).
 
 Turns whose usefulness is unknown (``unlabeled``: another conversation's evidence whose labels were

@@ -119,12 +119,12 @@ def run_cv(file: str | Path, *, folds: int = 5, validation_fold: int = 0,
     validation split): it is never fit on here either, and never reported. For each other fold every
     learned variant (``variants``: name → overrides of the preset's fit settings; default one,
     ``"utilitynet-cv"``, with the preset's own) and the bag-of-words baseline are fit on the remaining
-    folds' rows (built with ``row_config``, cached in ``rows_dir``) plus the preset's simulated rows. Then every reported question, in file order, is
-    streamed through *every* policy (the learned ones of its own fold) at every budget: each of
-    ``capacities`` as a share of its turns, each of ``budgets`` as a share of its tokens. At any moment
-    the finished questions form a like-for-like table. With ``time_budget_s`` no new question starts
-    after the budget; the result says how many questions it covers. ``models_dir`` keeps the fold
-    models (``<variant>/fold<k>.onnx``).
+    folds' rows (built with ``row_config``, cached in ``rows_dir``) plus the preset's simulated rows.
+    Then every reported question, in file order, is streamed through *every* policy (the learned ones
+    of its own fold) at every budget: each of ``capacities`` as a share of its turns, each of
+    ``budgets`` as a share of its tokens. At any moment the finished questions form a like-for-like
+    table. With ``time_budget_s`` no new question starts after the budget; the result says how many
+    questions it covers. ``models_dir`` keeps the fold models (``<variant>/fold<k>.onnx``).
 
     Returns ``{"folds", "validation_fold", "questions", "variants", "fits", "summary", "runs"}``.
     """

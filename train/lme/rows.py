@@ -92,7 +92,10 @@ CONFIG_FILE = "row_config.json"
 
 
 def _config_dict(cfg: RowConfig) -> dict[str, Any]:
-    return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(cfg).items()}
+    d = {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(cfg).items()}
+    if d["held"] == "evidence":  # the draw count shapes no row of this kind
+        d.pop("held_decisions")
+    return d
 
 
 def check_row_config(rows_dir: Path, cfg: RowConfig) -> None:
@@ -108,7 +111,7 @@ def check_row_config(rows_dir: Path, cfg: RowConfig) -> None:
     if stamp.is_file():
         have = json.loads(stamp.read_text(encoding="utf-8"))
     elif rows_dir.is_dir() and any(rows_dir.glob("*.npz")):
-        have = {**want, "held": "evidence", "held_decisions": RowConfig.held_decisions}
+        have = _config_dict(RowConfig(**{**asdict(cfg), "held": "evidence"}))
     else:
         have = want
     if have != want:

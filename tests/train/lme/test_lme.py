@@ -167,3 +167,4 @@ def test_cached_rows_of_two_row_configurations_never_mix(tmp_path: Path) -> None
         check_row_config(legacy, uniform)
     check_row_config(legacy, RowConfig(capacities=(0.2,)))
     assert json.loads((legacy / CONFIG_FILE).read_text())["held"] == "evidence"
+    check_row_config(legacy, RowConfig(capacities=(0.2,), held_decisions=9))  # no draws in these rows

@@ -26,7 +26,7 @@ from ..conversation_rows import RowConfig
 from ..embedcache import cached_embedder
 from .folds import fold_of, groups
 from .reader import iter_lme
-from .rows import check_row_config, ensure_rows, load_rows, rows_path
+from .rows import ensure_rows, load_rows, rows_path
 from .shipped import write_shipped
 
 
@@ -60,20 +60,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not 0 <= a.validation_fold < a.folds:
         print(f"error: --validation-fold must be in [0, {a.folds})", file=sys.stderr)
         return 2
-    if a.held_decisions < 0:
-        print("error: --held-decisions must be >= 0", file=sys.stderr)
+    try:
+        cfg = RowConfig(held=a.held, held_decisions=a.held_decisions)
+    except ValueError as e:
+        print(f"error: {e} (--held-decisions)", file=sys.stderr)
         return 2
-    cfg = RowConfig(held=a.held, held_decisions=a.held_decisions)
     emb = cached_embedder("onnx", a.cache)
     ids = [q.question_id for q in iter_lme(a.file)]
     fold = fold_of(groups(iter_lme(a.file)), a.folds)
     try:
-        check_row_config(a.rows_cache, cfg)
-    except ValidationError as e:
+        ensure_rows(a.file, emb, a.rows_cache, cfg, progress=not a.no_progress, total=len(ids),
+                    workers=a.workers)
+    except ValidationError as e:  # the rows folder holds rows of another configuration
         print(f"error: {e}", file=sys.stderr)
         return 2
-    ensure_rows(a.file, emb, a.rows_cache, cfg, progress=not a.no_progress, total=len(ids),
-                workers=a.workers)
     from utilitynet.features import spec_for
     rows = [load_rows(rows_path(a.rows_cache, i)) for i in ids]
     out = write_shipped(rows, fold, a.validation_fold, spec_for(emb.dim, emb.encoder_id), a.out,

@@ -22,17 +22,23 @@ from .tenant import SqliteTenant
 
 __all__ = ["search"]
 
+_RANKED = 8  # the re-ranking columns _verify reads before the record's
+
 
 def search(tenant: SqliteTenant, flt: MemoryFilter, now: datetime, q: np.ndarray, *, k: int, pool: int,
            context: RoleContext | None, weights: RankWeights) -> SearchResult:
-    """Typed filter -> exact vector top-``pool`` -> SQL re-check -> re-rank -> top ``k``."""
+    """Typed filter -> exact vector top-``pool`` -> SQL re-check -> re-rank -> top ``k``.
+
+    With ``pool <= k`` every verified candidate is returned, so the re-check reads the records too
+    (one statement instead of two: corroboration's search is ``pool == k == 3`` on every write)."""
     db = tenant.db
+    whole = pool <= k
     with db.locked():
         for sql_only in (False, True):
             rowids, sims = _candidates(tenant, flt, now, q, pool, sql_only)
             if len(rowids) == 0:
                 return SearchResult([], [], [])
-            rows = _verify(tenant, flt, now, rowids)
+            rows = _verify(tenant, flt, now, rowids, whole)
             if len(rows) == len(rowids):
                 break
             db.drop_caches()  # the cache disagreed with SQL (should not happen): SQL alone decides
@@ -40,7 +46,7 @@ def search(tenant: SqliteTenant, flt: MemoryFilter, now: datetime, q: np.ndarray
         rowids, sims = rowids[keep], sims[keep]
         if len(rowids) == 0:
             return SearchResult([], [], [])
-        hits, hit_rowids = _rank(tenant, rowids, sims, rows, now, context, weights, k)
+        hits, hit_rowids = _rank(tenant, rowids, sims, rows, now, context, weights, k, whole)
         raw = [(rows[int(r)][0], float(s)) for r, s in zip(rowids, sims)]
     return SearchResult(hits, hit_rowids, raw)
 
@@ -76,36 +82,43 @@ def _candidates(tenant: SqliteTenant, flt: MemoryFilter, now: datetime, q: np.nd
     return found[top], sims[top].astype(np.float64)
 
 
-def _verify(tenant: SqliteTenant, flt: MemoryFilter, now: datetime, rowids: np.ndarray) -> dict[int, tuple[Any, ...]]:
+def _verify(tenant: SqliteTenant, flt: MemoryFilter, now: datetime, rowids: np.ndarray,
+            whole: bool) -> dict[int, tuple[Any, ...]]:
     """The candidates that really pass the tenant clause and the filter, with the columns re-ranking
-    reads: rowid -> (id, confidence, half_life_s, event_time, active_role, sub_role, source_type, dialog_role)."""
+    reads: rowid -> (id, confidence, half_life_s, event_time, active_role, sub_role, source_type, dialog_role),
+    followed by the record's columns (:data:`READ_COLS`) when ``whole``."""
     where, params = flt.where(now)
     t, tp = tenant.clause(check_only=True)
     marks = ",".join("?" * len(rowids))
     with tenant.db.read() as conn:
         rows = conn.execute(
             f"SELECT m.rowid, m.id, m.confidence, m.half_life_s, m.event_time, m.active_role, m.sub_role, "
-            f"m.source_type, m.dialog_role "
+            f"m.source_type, m.dialog_role{', ' + READ_COLS if whole else ''} "
             f"FROM memories m NOT INDEXED WHERE {t} AND {where} AND m.rowid IN ({marks})",  # rowid lookups
             tp + params + rowids.tolist()).fetchall()
     return {r[0]: r[1:] for r in rows}
 
 
 def _rank(tenant: SqliteTenant, rowids: np.ndarray, sims: np.ndarray, rows: dict[int, tuple[Any, ...]],
-          now: datetime, context: RoleContext | None, weights: RankWeights, k: int) -> tuple[list[Hit], list[int]]:
-    """Re-rank the verified candidates from their columns; parse only the ``k`` records returned."""
+          now: datetime, context: RoleContext | None, weights: RankWeights, k: int,
+          whole: bool) -> tuple[list[Hit], list[int]]:
+    """Re-rank the verified candidates from their columns; parse only the ``k`` records returned (read
+    here, or already by the re-check when ``whole``)."""
     now_ts = now.timestamp()
     scored = []
     for raw_rank, (rid, sim) in enumerate(zip(rowids.tolist(), sims.tolist())):
-        _, conf, hl, ev, role, sub, src, drole = rows[rid]
+        _, conf, hl, ev, role, sub, src, drole = rows[rid][:_RANKED]
         scored.append((score(sim, conf, hl, ev, role, sub, now_ts, context, weights, src, drole), ev, raw_rank, rid))
     scored.sort(key=lambda x: (-x[0].total, -x[0].similarity, -x[1]))  # ties: higher cosine, then newer
     top = scored[:k]
-    t, tp = tenant.clause(check_only=True)
-    marks = ",".join("?" * len(top))
-    with tenant.db.read() as conn:
-        recs = {r[0]: row_to_record(*r[1:]) for r in conn.execute(
-            f"SELECT m.rowid, {READ_COLS} FROM memories m WHERE {t} AND m.rowid IN ({marks})",
-            tp + [x[3] for x in top])}
+    if whole:  # the re-check read the records
+        recs = {x[3]: row_to_record(*rows[x[3]][_RANKED:]) for x in top}
+    else:
+        t, tp = tenant.clause(check_only=True)
+        marks = ",".join("?" * len(top))
+        with tenant.db.read() as conn:
+            recs = {r[0]: row_to_record(*r[1:]) for r in conn.execute(
+                f"SELECT m.rowid, {READ_COLS} FROM memories m WHERE {t} AND m.rowid IN ({marks})",
+                tp + [x[3] for x in top])}
     hits = [Hit(recs[rid], sb, raw_rank) for sb, _, raw_rank, rid in top if rid in recs]
     return hits, [x[3] for x in top if x[3] in recs]

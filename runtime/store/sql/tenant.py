@@ -23,7 +23,7 @@ from typing import Any, ClassVar, TypeVar
 import numpy as np
 
 from ...errors import EncoderMismatchError, ValidationError
-from ...record.links import LinkKind, with_link, without_links
+from ...record.links import LinkKind, link_body, without_links
 from ...record.memir import Flag, MemIR
 from ..backend import LoggedDecision, ScopeLogs, ScopeRow, StoredRow
 from ..filters import MemoryFilter
@@ -295,15 +295,19 @@ class SqlTenant:
 
     def _link(self, conn: Any, links: Sequence[tuple[str, str, LinkKind]]) -> None:
         """Inside a write transaction: each ``(stored id, new id, kind)`` links the stored memory of this
-        scope to the new one (``runtime.record.links.with_link``; the JSON body only, so the caches
-        keep their epoch). Other scopes' ids match nothing."""
+        scope to the new one (``runtime.record.links.link_body``: the JSON body only, so the caches
+        keep their epoch; the rows locked in rowid order, their bodies rewritten by one batched
+        statement). Other scopes' ids match nothing."""
         by_target: dict[str, list[tuple[str, LinkKind]]] = {}
         for target, new_id, kind in links:
             by_target.setdefault(target, []).append((new_id, kind))
-        for rowid, rec in self.locked(conn, list(by_target)):
-            for new_id, kind in by_target[rec.id]:
-                rec = with_link(rec, new_id, kind)
-            self._rewrite(conn, rowid, rec)
+        t, tp = self.clause(check_only=True)
+        among, ap = self.dialect.in_set("m.id", list(by_target))
+        ph = self.dialect.ph
+        rows = conn.execute(f"SELECT m.rowid, m.id, m.record FROM memories m WHERE {t} AND {among} "
+                            f"ORDER BY m.rowid{self.dialect.lock}", tp + ap).fetchall()
+        self.dialect.many(conn, f"UPDATE memories AS m SET record = {ph} WHERE {t} AND m.rowid = {ph}",
+                          [(link_body(body, by_target[mid]), *tp, rowid) for rowid, mid, body in rows])
 
     def locked(self, conn: Any, memory_ids: Sequence[str]) -> list[tuple[int, MemIR]]:
         """Inside a transaction: this scope's records ``memory_ids`` with their rowids, locked in rowid

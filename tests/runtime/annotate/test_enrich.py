@@ -22,7 +22,7 @@ from runtime.annotate.enrich import (
 from runtime.encoders import HashEmbedder
 from runtime.errors import ValidationError
 from runtime.record import Flag, MemIR, RecordBuilder
-from runtime.record.links import with_link
+from runtime.record.links import link_body, with_link
 from tests.runtime.annotate.enrich_cases import ENTITY_DEV, ENTITY_TEST, TONE_DEV, TONE_TEST
 
 
@@ -234,6 +234,21 @@ def test_links_accumulate() -> None:
     r = with_link(with_link(_rec("x is 1"), "m1", "contradicts"), "m2", "contradicts")
     assert r.metadata.related == ["m1", "m2"] and r.metadata.attributes["contradicts"] == "m1,m2"
     assert with_link(r, "m1", "contradicts").metadata.attributes["contradicts"] == "m1,m2"
+
+
+def test_linking_a_stored_body_gives_the_record_with_link_gives() -> None:
+    """The store links neighbours on their JSON bodies (``link_body``): parsed back, each is exactly
+    ``with_link``'s record — unicode, float attributes, an id already there, both kinds."""
+    base = _rec("Le budget du projet Orion est 40k € — confirmé", entity="finance-wiki", conf=0.8)
+    base = base.model_copy(update={"metadata": base.metadata.model_copy(update={
+        "attributes": {"score": 0.1 + 0.2, "big": 1e-7, "note": "naïve ✓"}, "related": ["m0"]})})
+    links: list[tuple[str, Any]] = [("m1", "corroborated_by"), ("m0", "contradicts"), ("m1", "corroborated_by")]
+    want = base
+    for other, kind in links:
+        want = with_link(want, other, kind)
+    got = MemIR.model_validate_json(link_body(base.model_dump_json(), links))
+    assert got == want and got.metadata.related == ["m0", "m1"]
+    assert got.metadata.attributes["contradicts"] == "m0" and got.metadata.attributes["score"] == 0.1 + 0.2
 
 
 # ----------------------------------------------------------------- the assembler and hooks

@@ -115,6 +115,12 @@ class SqlTenant:
         """Inside a write transaction: ``(rowid, encoder id, dim, unit vector)`` as float32 vectors."""
         raise NotImplementedError
 
+    def inserted(self, conn: Any, rowids: Sequence[int], records: Sequence[MemIR], rows: Sequence[tuple[Any, ...]],
+                 vectors: Sequence[np.ndarray]) -> None:
+        """Inside :meth:`insert`'s transaction, after its statements: the new records, their rowids,
+        ``memories`` rows (``row_codec.record_to_row``) and unit vectors, for a backend that mirrors
+        them into an in-process cache. Nothing by default."""
+
     def conform_vectors(self, conn: Any, memory_ids: Sequence[str]) -> int:
         """Inside a write transaction: store the vectors of these memories of the scope in the format
         their tier calls for (:mod:`runtime.store.tiers`); returns how many changed."""
@@ -187,8 +193,9 @@ class SqlTenant:
                 (self.user_id, self.agent_id, len(records), sid, last_at, session is not None,
                  session is not None)).fetchone()
             first = int(last) - len(records) + 1
+            rows = [record_to_row(r, first + j) for j, r in enumerate(records)]
             try:
-                rowids = self.insert_memories(conn, [record_to_row(r, first + j) for j, r in enumerate(records)])
+                rowids = self.insert_memories(conn, rows)
             except TakenId as e:  # ids are unique store-wide; this reveals only "taken"
                 j = e.index
                 raise ValidationError(f"{names.item(j)}id {records[j].id!r} already exists; omit id to get a fresh one",
@@ -197,6 +204,7 @@ class SqlTenant:
             self.insert_vectors(conn, [(rowid, emb.encoder_id, emb.dim, v) for rowid, v in zip(rowids, vectors)])
             if links:
                 self._link(conn, links)
+            self.inserted(conn, rowids, records, rows, vectors)
         return list(range(first, first + len(records))), int(last) - int(decided)
 
     def _insert_links(self, conn: Any, rows: Sequence[tuple[int, MemIR]]) -> None:

@@ -13,7 +13,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Self
@@ -51,6 +51,7 @@ class SqliteDB:
         self._embedder = embedder
         self._caches: dict[tuple[str, str, str], VectorCache] = {}
         self._write_gen = 0  # bumped at every COMMIT of this connection (data_version misses those)
+        self._through: list[VectorCache] | None = None  # caches the open transaction extended (write_through)
         self._closed = False
         self._busy_ms = int(busy_ms)
         self.scrub_pending = False  # a deletion's bytes could not leave the WAL yet (a reader held it)
@@ -183,14 +184,21 @@ class SqliteDB:
                 yield conn
                 return
             conn.execute("BEGIN IMMEDIATE")
+            self._through = []
             try:
                 yield conn
+                conn.execute("COMMIT")
             except BaseException:
-                conn.execute("ROLLBACK")
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
                 self._caches.clear()  # anything appended during the failed transaction is gone
                 raise
-            conn.execute("COMMIT")
+            finally:
+                through, self._through = self._through, None
             self._write_gen += 1
+            for cache in through:  # they hold this transaction's rows already (write_through)
+                if cache.write_gen == self._write_gen - 1:
+                    cache.write_gen = self._write_gen
             if self.scrub_pending:  # an earlier deletion is still in the WAL: try again, without waiting
                 self._try_truncate(0.0)
 
@@ -276,6 +284,28 @@ class SqliteDB:
             load_since(cache, conn)
             cache.data_version, cache.write_gen = dv, self._write_gen
         return cache
+
+    def write_through(self, conn: sqlite3.Connection, user_id: str, agent_id: str, rows: Sequence[Sequence[Any]],
+                      tags: Sequence[tuple[int, str]]) -> None:
+        """Inside a transaction that inserted a scope's ``rows`` (as :meth:`VectorCache.append` takes
+        them, with their ``tags``): append them to the scope's cache, so the next search does not read
+        back what this process just wrote (two statements and a blob per write).
+
+        Only when the cache held every row of the scope before — no commit by this connection (write
+        generation) or another (``PRAGMA data_version``) since it last loaded, nor since the rows it
+        took this way. That holds because rows enter a scope only through ``SqlTenant.insert``, which
+        calls this, or ``restore_rows``, which bumps the vector epoch (every cache is dropped). At
+        ``COMMIT`` the caches extended are stamped with the new write generation; a ``ROLLBACK`` drops
+        every cache."""
+        if self._through is None:
+            return
+        cache = self._caches.get((user_id, agent_id, self.embedder.encoder_id))
+        if cache is None or cache.write_gen != self._write_gen or not rows or rows[0][0] <= cache.max_rowid:
+            return
+        if cache.data_version != conn.execute("PRAGMA data_version").fetchone()[0]:
+            return
+        cache.append(rows, tags)
+        self._through.append(cache)
 
     def drop_caches(self) -> None:
         """Forget every cached vector (they reload on next use)."""

@@ -16,8 +16,10 @@ from typing import Any
 
 import numpy as np
 
+from ...record.memir import MemIR
 from .. import tiers
 from ..row_codec import COLUMNS, N_COLUMNS
+from ..scope_cache import CODED_COLUMNS, FLOAT_COLUMNS
 from ..sql.dialect import SQLITE
 from ..sql.tenant import SqlTenant, TakenId
 from . import vectors as _vectors
@@ -27,6 +29,8 @@ from .vector_cache import load_since
 __all__ = ["SqliteTenant"]
 
 _INSERT_MEMORY = f"INSERT INTO memories({COLUMNS}) VALUES ({','.join('?' * N_COLUMNS)})"
+_NAMES = [c.strip() for c in COLUMNS.split(",")]
+_CACHED = [_NAMES.index(c) for c in CODED_COLUMNS + FLOAT_COLUMNS]  # a cache row's columns in a memories row
 
 
 class SqliteTenant(SqlTenant):
@@ -69,6 +73,16 @@ class SqliteTenant(SqlTenant):
     def insert_vectors(self, conn: Any, rows: Sequence[tuple[int, str, int, np.ndarray]]) -> None:
         self.dialect.many(conn, "INSERT INTO vectors(mem_rowid, encoder_id, dim, vec) VALUES (?,?,?,?)",
                           [(rowid, enc, int(dim), np.asarray(v, np.float32).tobytes()) for rowid, enc, dim, v in rows])
+
+    def inserted(self, conn: Any, rowids: Sequence[int], records: Sequence[MemIR], rows: Sequence[tuple[Any, ...]],
+                 vectors: Sequence[np.ndarray]) -> None:
+        """The new rows go straight into the scope's vector cache when it is current
+        (:meth:`SqliteDB.write_through`): a search after a write reads nothing back."""
+        self.db.write_through(
+            conn, self.user_id, self.agent_id,
+            [(rowid, *(row[i] for i in _CACHED), tiers.HOT_FORMAT, np.asarray(v, np.float32).tobytes())
+             for rowid, row, v in zip(rowids, rows, vectors)],
+            [(rowid, tag) for rowid, r in zip(rowids, records) for tag in r.metadata.tags])
 
     def conform_vectors(self, conn: Any, memory_ids: Sequence[str]) -> int:
         if not memory_ids:

@@ -1,0 +1,135 @@
+"""The SQLite scope cache after this process's own writes: the rows a write inserts go straight into
+a current cache (the next search reads nothing back), and the cache is then exactly what a load from
+the file gives — also after another connection's write, a write inside a joined transaction, and a
+write that rolled back."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from runtime import MemoryStore
+from runtime.encoders import HashEmbedder
+from runtime.errors import ValidationError
+from runtime.store.scope_cache import CODED_COLUMNS, FLOAT_COLUMNS, VectorCache
+from runtime.store.sqlite.backend import SqliteStoreBackend
+from runtime.store.sqlite.vector_cache import load_since
+
+EMB = HashEmbedder(dim=64)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[MemoryStore]:
+    with MemoryStore.open(tmp_path / "c.sqlite", embedder=EMB) as st:
+        yield st
+
+
+def _db(st: MemoryStore) -> SqliteStoreBackend:
+    db = st.backend
+    assert isinstance(db, SqliteStoreBackend)
+    return db
+
+
+def _cache(st: MemoryStore, user: str = "u") -> VectorCache:
+    db = _db(st)
+    with db.locked():
+        return db.vector_cache(user, "default")
+
+
+@contextmanager
+def _loads(st: MemoryStore) -> Iterator[list[str]]:
+    """The statements that load cache rows from the file, while the block runs."""
+    seen: list[str] = []
+    with _db(st).read() as conn:
+        conn.set_trace_callback(lambda s: seen.append(s) if "INDEXED BY ix_mem_scope LEFT JOIN vectors" in s else None)
+        try:
+            yield seen
+        finally:
+            conn.set_trace_callback(None)
+
+
+def _values(cache: VectorCache, col: str) -> list[str | None]:
+    """A coded column as the values its codes stand for (codes are numbered per cache)."""
+    vocab = ("working", "archive", "direct_interaction", "external_ingest", "s1", "s2", "general", "user", "t1",
+             "none")
+    names = {int(cache.codes(col, [v])[0]): v for v in vocab}
+    return [names.get(int(x), "?") if x >= 0 else None for x in cache.column(col)]
+
+
+def _assert_as_loaded(st: MemoryStore, user: str = "u") -> None:
+    """The scope's cache (as a search gets it) equals one loaded from the file now."""
+    got = _cache(st, user)
+    fresh = VectorCache(user, "default", EMB.encoder_id, EMB.dim)
+    with _db(st).read() as conn:
+        load_since(fresh, conn)
+    assert got.rowids.tolist() == fresh.rowids.tolist() and got.n > 0
+    np.testing.assert_array_equal(got.matrix, fresh.matrix)
+    assert got.has_vector.tolist() == fresh.has_vector.tolist()
+    for c in FLOAT_COLUMNS:
+        np.testing.assert_array_equal(got.column(c), fresh.column(c))
+    for c in CODED_COLUMNS:
+        assert _values(got, c) == _values(fresh, c), c
+    for tag in ("a", "b", "c"):
+        assert got.tag_mask([tag]).tolist() == fresh.tag_mask([tag]).tolist()
+
+
+def _write(st: MemoryStore, i: int, user: str = "u") -> None:
+    st.scope(user_id=user).write(
+        f"fact number {i} about project {i % 3}", session_id="s1" if i < 20 else "s2", tags=["a", "b", "c"][: i % 4],
+        expires_at=datetime.now(UTC) + timedelta(days=1) if i % 3 == 0 else None, task_id="t1" if i % 5 == 0 else None,
+        source_type="external_ingest" if i % 2 else "direct_interaction")
+
+
+def test_writes_go_into_the_current_cache_without_a_read_back(store: MemoryStore) -> None:
+    _write(store, 0)
+    _cache(store)  # loaded once: current from here on
+    for i in range(1, 12):
+        with _loads(store) as seen:
+            _write(store, i)
+            _cache(store)
+        assert seen == [], f"write {i}: a current cache takes this process's write without reading it back"
+        _assert_as_loaded(store)
+    store.scope(user_id="u").write_many([f"batch item {j}" for j in range(5)])
+    _assert_as_loaded(store)
+    assert _cache(store).n == 17
+    hits = store.scope(user_id="u").recall("batch item 3", k=1)
+    assert hits[0].record.content == "batch item 3"
+
+
+def test_another_connections_write_is_loaded_not_skipped(store: MemoryStore) -> None:
+    _write(store, 0)
+    _cache(store)
+    with MemoryStore.open(store.path, embedder=EMB) as other:
+        _write(other, 1)
+    with _loads(store) as seen:
+        _write(store, 2)  # the cache missed the other write: this one must not be appended past it
+        _cache(store)
+    assert seen, "the other connection's row has to be read from the file"
+    _assert_as_loaded(store)
+    assert _cache(store).n == 3
+
+
+def test_a_write_inside_a_joined_transaction_is_read_back(store: MemoryStore) -> None:
+    _write(store, 0)
+    _cache(store)
+    with _db(store).transaction():
+        _write(store, 1)
+        _write(store, 2)
+    _assert_as_loaded(store)
+    assert _cache(store).n == 3
+
+
+def test_a_rolled_back_write_leaves_nothing_in_the_cache(store: MemoryStore) -> None:
+    _write(store, 0)
+    _cache(store)
+    sc = store.scope(user_id="u")
+    with pytest.raises(ValidationError):
+        sc.write_many([{"content": "kept out 1"}, {"content": "kept out 2", "supersedes": "mem_nope"}])
+    _assert_as_loaded(store)
+    assert _cache(store).n == 1
+    assert all("kept out" not in h.record.content for h in sc.recall("kept out", k=5))

@@ -13,7 +13,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Self
@@ -285,26 +285,29 @@ class SqliteDB:
             cache.data_version, cache.write_gen = dv, self._write_gen
         return cache
 
-    def write_through(self, conn: sqlite3.Connection, user_id: str, agent_id: str, rows: Sequence[Sequence[Any]],
-                      tags: Sequence[tuple[int, str]]) -> None:
-        """Inside a transaction that inserted a scope's ``rows`` (as :meth:`VectorCache.append` takes
-        them, with their ``tags``): append them to the scope's cache, so the next search does not read
-        back what this process just wrote (two statements and a blob per write).
+    def write_through(self, conn: sqlite3.Connection, user_id: str, agent_id: str, first_rowid: int,
+                      rows: Callable[[], tuple[Sequence[Sequence[Any]], Sequence[tuple[int, str]]]]) -> None:
+        """Inside a transaction that inserted rows of a scope from ``first_rowid`` on: append them to the
+        scope's cache — ``rows()`` gives them as :meth:`VectorCache.append` takes them, with their tags
+        (built only when a cache takes them) — so the next search does not read back what this process
+        just wrote (two statements and a blob per write).
 
         Only when the cache held every row of the scope before — no commit by this connection (write
         generation) or another (``PRAGMA data_version``) since it last loaded, nor since the rows it
         took this way. That holds because rows enter a scope only through ``SqlTenant.insert``, which
         calls this, or ``restore_rows``, which bumps the vector epoch (every cache is dropped). At
         ``COMMIT`` the caches extended are stamped with the new write generation; a ``ROLLBACK`` drops
-        every cache."""
+        every cache. A transaction that also changes stored rows (a retention decision keeping a new
+        candidate and archiving another) bumps the epoch, which :meth:`vector_cache` reads at every
+        use: the cache then reloads."""
         if self._through is None:
             return
         cache = self._caches.get((user_id, agent_id, self.embedder.encoder_id))
-        if cache is None or cache.write_gen != self._write_gen or not rows or rows[0][0] <= cache.max_rowid:
+        if cache is None or cache.write_gen != self._write_gen or first_rowid <= cache.max_rowid:
             return
         if cache.data_version != conn.execute("PRAGMA data_version").fetchone()[0]:
             return
-        cache.append(rows, tags)
+        cache.append(*rows())
         self._through.append(cache)
 
     def drop_caches(self) -> None:

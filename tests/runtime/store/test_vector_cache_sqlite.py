@@ -124,6 +124,19 @@ def test_a_write_inside_a_joined_transaction_is_read_back(store: MemoryStore) ->
     assert _cache(store).n == 3
 
 
+def test_a_write_and_a_change_of_stored_rows_in_one_transaction(store: MemoryStore) -> None:
+    """Rows written through, then a stored row moved to the archive in the same transaction (as a
+    retention decision that keeps a new candidate and archives another does): the cache follows both."""
+    _write(store, 0)
+    old = store.scope(user_id="u").list()[0]
+    _cache(store)
+    with _db(store).transaction():
+        _write(store, 1)
+        _db(store).tenant("u", "default").mark_superseded(old.id, "mem_newer", archive=True)
+    _assert_as_loaded(store)
+    assert _values(_cache(store), "tier") == ["archive", "working"]
+
+
 def test_a_rolled_back_write_leaves_nothing_in_the_cache(store: MemoryStore) -> None:
     _write(store, 0)
     _cache(store)

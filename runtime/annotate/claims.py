@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from ..record.memir import MemIR
 from .enrich import EnrichConfig
 
-__all__ = ["Claim", "Judgement", "claim_of", "corroborated_confidence", "judge"]
+__all__ = ["Claim", "Judgement", "Neighbour", "claim_of", "corroborated_confidence", "judge"]
 
 _NUM = re.compile(r"(\d[\d,]*(?:\.\d+)?)\s*(k|m|bn|%)?(?![\w])", re.I)
 _MONTHS = ("january february march april may june july august september october november december "
@@ -97,6 +97,21 @@ class Judgement:
     confidence: float | None = None
 
 
+@dataclass(frozen=True)
+class Neighbour:
+    """What judging reads of a stored memory: its id, content, source ``(source_type, source_entity)``
+    and confidence (the store builds these from stored JSON without parsing whole records)."""
+
+    id: str
+    content: str
+    source: tuple[str, str | None]
+    confidence: float
+
+    @classmethod
+    def of(cls, rec: MemIR) -> Neighbour:
+        return cls(rec.id, rec.content, _source(rec), rec.metadata.confidence)
+
+
 def _same_subject(a: Claim, b: Claim) -> bool:
     return len(a.subject & b.subject) / len(a.subject | b.subject) >= 0.6
 
@@ -116,8 +131,8 @@ def _source(rec: MemIR) -> tuple[str, str | None]:
     return rec.provenance.type.value, rec.provenance.source_entity
 
 
-def judge(new: MemIR, neighbours: Sequence[tuple[MemIR, float]], config: EnrichConfig) -> Judgement:
-    """Compare ``new`` with stored ``neighbours`` (``(record, cosine)`` pairs of the same scope).
+def judge(new: MemIR, neighbours: Sequence[tuple[MemIR | Neighbour, float]], config: EnrichConfig) -> Judgement:
+    """Compare ``new`` with stored ``neighbours`` (``(record or Neighbour, cosine)`` pairs of the same scope).
 
     The rule, per neighbour:
 
@@ -138,20 +153,20 @@ def judge(new: MemIR, neighbours: Sequence[tuple[MemIR, float]], config: EnrichC
     src = _source(new)
     agrees, contra, independent = [], [], []
     best: dict[tuple[str, str | None], float] = {}
-    for rec, sim in neighbours:
-        if rec.id == new.id:
+    for near, sim in neighbours:
+        nb = near if isinstance(near, Neighbour) else Neighbour.of(near)
+        if nb.id == new.id:
             continue
-        theirs = claim_of(rec.content) if sim >= config.claim_similarity else None
+        theirs = claim_of(nb.content) if sim >= config.claim_similarity else None
         same = (None if mine is None or theirs is None or not _same_subject(mine, theirs)
                 else _compare(mine, theirs))
-        if same is False or (sim >= config.agree_similarity and neg != bool(_NEG.search(rec.content))):
-            contra.append(rec.id)
+        if same is False or (sim >= config.agree_similarity and neg != bool(_NEG.search(nb.content))):
+            contra.append(nb.id)
         elif sim >= config.agree_similarity or same:
-            agrees.append(rec.id)
-            theirs_src = _source(rec)
-            if theirs_src != src:
-                independent.append(rec.id)
-                best[theirs_src] = max(best.get(theirs_src, 0.0), rec.metadata.confidence)
+            agrees.append(nb.id)
+            if nb.source != src:
+                independent.append(nb.id)
+                best[nb.source] = max(best.get(nb.source, 0.0), nb.confidence)
     conf = corroborated_confidence(new.metadata.confidence, list(best.values()), config) if best else None
     return Judgement(tuple(agrees), tuple(independent), tuple(contra), conf)
 

@@ -18,11 +18,9 @@ import numpy as np
 from ..record.links import LinkKind, link_attributes, linked_ids
 from ..record.memir import Flag, MemIR
 from .backend import TenantBackend
-from .filters import MemoryFilter
-from .ranking import RankWeights
 
 if TYPE_CHECKING:
-    from ..annotate.claims import Judgement
+    from ..annotate.claims import Judgement, Neighbour
     from ..annotate.enrich import EnrichConfig
 
 __all__ = ["BatchNeighbours", "back_links", "corroborate", "unlink"]
@@ -58,22 +56,20 @@ class BatchNeighbours:
         return [(self._records[i], float(sims[i])) for i in top]
 
 
-def corroborate(tenant: TenantBackend, weights: RankWeights, cfg: EnrichConfig, rec: MemIR, vec: np.ndarray,
-                now: datetime, batch: BatchNeighbours | None = None) -> tuple[MemIR, Judgement]:
+def corroborate(tenant: TenantBackend, cfg: EnrichConfig, rec: MemIR, vec: np.ndarray, now: datetime,
+                batch: BatchNeighbours | None = None) -> tuple[MemIR, Judgement]:
     """Judge ``rec`` (vector ``vec``) against its ``cfg.neighbours`` nearest memories of the scope —
     stored ones and the batch's earlier items; superseded versions and the version it corrects are
     skipped. Returns the record with its links in ``related`` and ``attributes`` (and its confidence
     raised by independent agreeing sources), and the judgement (for :func:`back_links`)."""
-    res = tenant.search(MemoryFilter(), now, vec, k=cfg.neighbours, pool=cfg.neighbours, context=None,
-                        weights=weights, touch=False)
-    near = [(h.record, h.score.similarity) for h in res.hits]
-    if batch:  # not stored yet: compared with their vectors here
-        near = sorted(near + batch.nearest(vec, cfg.neighbours), key=lambda x: -x[1])[:cfg.neighbours]
-    old = rec.metadata.attributes.get("supersedes")
-    near = [(r, sim) for r, sim in near if r.id != old and Flag.superseded not in r.metadata.flags]
     from ..annotate.claims import judge  # the claim rules load with the first corroborated write
 
-    j = judge(rec, near, cfg)
+    near = [(_stored(body), sim) for _, body, sim in tenant.nearest(vec, cfg.neighbours, now)]
+    if batch:  # not stored yet: compared with their vectors here
+        near = sorted(near + [(_of_record(r), sim) for r, sim in batch.nearest(vec, cfg.neighbours)],
+                      key=lambda x: -x[1])[:cfg.neighbours]
+    old = rec.metadata.attributes.get("supersedes")
+    j = judge(rec, [(nb, sim) for (nb, superseded), sim in near if nb.id != old and not superseded], cfg)
     if not (j.agrees or j.contradicts):
         return rec, j
     attrs = dict(rec.metadata.attributes)
@@ -86,6 +82,25 @@ def corroborate(tenant: TenantBackend, weights: RankWeights, cfg: EnrichConfig, 
     if j.confidence is not None:
         update["confidence"] = j.confidence
     return rec.model_copy(update={"metadata": rec.metadata.model_copy(update=update)}), j
+
+
+def _stored(body: str) -> tuple[Neighbour, bool]:
+    """A stored memory as judging reads it, from its JSON body (``row_codec.body_json``: the record's
+    own JSON layout) without validating the whole record, and whether it is superseded."""
+    import orjson
+
+    from ..annotate.claims import Neighbour
+
+    doc = orjson.loads(body)
+    prov, md = doc["provenance"], doc["metadata"]
+    return (Neighbour(doc["id"], doc["content"], (prov["type"], prov.get("source_entity")), float(md["confidence"])),
+            Flag.superseded.value in md["flags"])
+
+
+def _of_record(rec: MemIR) -> tuple[Neighbour, bool]:
+    from ..annotate.claims import Neighbour
+
+    return Neighbour.of(rec), Flag.superseded in rec.metadata.flags
 
 
 def back_links(judgement: Judgement | None, new_id: str) -> list[tuple[str, str, LinkKind]]:

@@ -241,5 +241,5 @@ def _corroborated(core: ScopeCore, rec: MemIR, vec: np.ndarray, pending: Any,
     cfg = core.store.assembler.config.enrich
     if not cfg.corroborate:
         return Prepared(rec, vec, pending)
-    rec, judgement = corroborate(core.tenant, core.weights, cfg, rec, vec, utcnow(), batch)
+    rec, judgement = corroborate(core.tenant, cfg, rec, vec, utcnow(), batch)
     return Prepared(rec, vec, pending, judgement)

@@ -13,7 +13,7 @@ from ..filters import MemoryFilter
 from ..ranking import RankWeights, SearchResult
 from ..sql.backend import SqlTenantBackend
 from .db import PgDB
-from .search import search
+from .search import nearest, search
 from .tenant import PgTenant
 
 __all__ = ["PgTenantBackend", "PgStoreBackend"]
@@ -28,6 +28,10 @@ class PgTenantBackend(PgTenant, SqlTenantBackend):
         """Exact inside the filter for small scopes, HNSW for large ones; re-ranked as on SQLite; with
         ``touch``, then the usage update of the hits."""
         return search(self, flt, now, q, k=k, pool=pool, context=context, weights=weights, touch=touch)
+
+    def nearest(self, q: np.ndarray, k: int, now: datetime) -> list[tuple[str, str, float]]:
+        """The ``k`` most similar memories under the default filter, as a search finds them, unparsed."""
+        return nearest(self, now, q, k)
 
 
 class PgStoreBackend(PgDB):

@@ -32,7 +32,9 @@ from ..ranking import Hit, RankWeights, SearchResult, score
 from ..row_codec import READ_COLS, row_to_record
 from .tenant import PgTenant
 
-__all__ = ["search"]
+__all__ = ["nearest", "search"]
+
+_DEFAULT = MemoryFilter()
 
 _COLS = (f"m.rowid, m.id, m.confidence, m.half_life_s, m.event_time, m.active_role, m.sub_role, m.source_type, "
          f"m.dialog_role, {READ_COLS}")
@@ -55,21 +57,8 @@ def search(tenant: PgTenant, flt: MemoryFilter, now: datetime, q: np.ndarray, *,
 
 def _search(tenant: PgTenant, flt: MemoryFilter, now: datetime, q: np.ndarray, *, k: int, pool: int,
             context: RoleContext | None, weights: RankWeights, touch: bool) -> SearchResult:
-    emb = tenant.db.embedder
-    qv = np.asarray(q, np.float32)
     with tenant.tx() as conn:
-        hnsw = (flt.tier == "working"  # the index holds float32 vectors: the working tier's
-                and tenant.db.scope_is_large(tenant.user_id, tenant.agent_id)
-                and tenant.db.vector_index_ready(tenant.user_id, tenant.agent_id, emb.encoder_id, emb.dim))
-        rows = _hnsw(tenant, conn, flt, now, qv, pool) if hnsw else None
-        if rows is None and flt.tier != "working":
-            rows = _cached(tenant, conn, flt, now, qv, pool)
-        if rows is None:
-            rows = _exact_sql(tenant, conn, flt, now, qv, pool)
-        missing = [int(r[0]) for r in rows if r[-1] is None]
-        if missing:  # rows of this scope without a vector of the store's encoder
-            tenant.raise_if_mismatched(conn, missing)
-            rows = [r for r in rows if r[-1] is not None]
+        rows = _candidates(tenant, conn, flt, now, np.asarray(q, np.float32), pool)
         if not rows:
             return SearchResult([], [], [])
         now_ts = now.timestamp()
@@ -89,6 +78,39 @@ def _search(tenant: PgTenant, flt: MemoryFilter, now: datetime, q: np.ndarray, *
     hits = [Hit(row_to_record(*r[9:14]), sb, raw_rank) for sb, _, raw_rank, r in top]
     raw = [(str(r[1]), -float(r[-1])) for r in rows]
     return SearchResult(hits, [int(r[0]) for _, _, _, r in top], raw)
+
+
+def nearest(tenant: PgTenant, now: datetime, q: np.ndarray, k: int) -> list[tuple[str, str, float]]:
+    """The ``k`` most similar memories under the default filter as ``(id, JSON body, cosine)``, most
+    similar first: a search's candidates, neither re-ranked nor parsed."""
+    def run() -> list[tuple[str, str, float]]:
+        with tenant.tx() as conn:
+            rows = _candidates(tenant, conn, _DEFAULT, now, np.asarray(q, np.float32), k)
+        rows.sort(key=lambda r: float(r[-1]))  # <#>: the negative inner product, best first
+        return [(str(r[1]), str(r[9]), -float(r[-1])) for r in rows[:k]]
+
+    return tenant.db.retrying(run)
+
+
+def _candidates(tenant: PgTenant, conn: Any, flt: MemoryFilter, now: datetime, qv: np.ndarray,
+                pool: int) -> list[tuple[Any, ...]]:
+    """Rows (:data:`_COLS` + the distance) of the top ``pool`` by cosine among the scope's rows passing
+    ``flt``: HNSW for a large scope's working tier, the in-process cache for searches that can include
+    the archive, else exact in SQL. A row without a vector of the store's encoder raises."""
+    emb = tenant.db.embedder
+    hnsw = (flt.tier == "working"  # the index holds float32 vectors: the working tier's
+            and tenant.db.scope_is_large(tenant.user_id, tenant.agent_id)
+            and tenant.db.vector_index_ready(tenant.user_id, tenant.agent_id, emb.encoder_id, emb.dim))
+    rows = _hnsw(tenant, conn, flt, now, qv, pool) if hnsw else None
+    if rows is None and flt.tier != "working":
+        rows = _cached(tenant, conn, flt, now, qv, pool)
+    if rows is None:
+        rows = _exact_sql(tenant, conn, flt, now, qv, pool)
+    missing = [int(r[0]) for r in rows if r[-1] is None]
+    if missing:  # rows of this scope without a vector of the store's encoder
+        tenant.raise_if_mismatched(conn, missing)
+        rows = [r for r in rows if r[-1] is not None]
+    return rows
 
 
 def _cached(tenant: PgTenant, conn: Any, flt: MemoryFilter, now: datetime, q: np.ndarray,

@@ -13,7 +13,7 @@ from ..filters import MemoryFilter
 from ..ranking import RankWeights, SearchResult
 from ..sql.backend import SqlTenantBackend
 from .db import SqliteDB
-from .search import search
+from .search import nearest, search
 from .tenant import SqliteTenant
 
 __all__ = ["SqliteTenantBackend", "SqliteStoreBackend"]
@@ -31,6 +31,11 @@ class SqliteTenantBackend(SqliteTenant, SqlTenantBackend):
         if touch and res.rowids:
             self.touch(res.rowids, now)
         return res
+
+
+    def nearest(self, q: np.ndarray, k: int, now: datetime) -> list[tuple[str, str, float]]:
+        """The ``k`` most similar memories under the default filter, re-checked in SQL, unparsed."""
+        return nearest(self, now, q, k)
 
 
 class SqliteStoreBackend(SqliteDB):

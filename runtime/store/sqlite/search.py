@@ -20,9 +20,12 @@ from ..ranking import Hit, RankWeights, SearchResult, score
 from ..row_codec import READ_COLS, row_to_record
 from .tenant import SqliteTenant
 
-__all__ = ["search"]
+__all__ = ["nearest", "search"]
 
-_RANKED = 8  # the re-ranking columns _verify reads before the record's
+_RANK_COLS = ("m.id, m.confidence, m.half_life_s, m.event_time, m.active_role, m.sub_role, m.source_type, "
+              "m.dialog_role")
+_RANKED = 8  # the columns of _RANK_COLS, before the record's when the re-check reads it too
+_DEFAULT = MemoryFilter()
 
 
 def search(tenant: SqliteTenant, flt: MemoryFilter, now: datetime, q: np.ndarray, *, k: int, pool: int,
@@ -30,25 +33,41 @@ def search(tenant: SqliteTenant, flt: MemoryFilter, now: datetime, q: np.ndarray
     """Typed filter -> exact vector top-``pool`` -> SQL re-check -> re-rank -> top ``k``.
 
     With ``pool <= k`` every verified candidate is returned, so the re-check reads the records too
-    (one statement instead of two: corroboration's search is ``pool == k == 3`` on every write)."""
-    db = tenant.db
+    (one statement instead of two)."""
     whole = pool <= k
-    with db.locked():
-        for sql_only in (False, True):
-            rowids, sims = _candidates(tenant, flt, now, q, pool, sql_only)
-            if len(rowids) == 0:
-                return SearchResult([], [], [])
-            rows = _verify(tenant, flt, now, rowids, whole)
-            if len(rows) == len(rowids):
-                break
-            db.drop_caches()  # the cache disagreed with SQL (should not happen): SQL alone decides
-        keep = np.array([int(r) in rows for r in rowids], dtype=bool)  # a concurrent delete in between
-        rowids, sims = rowids[keep], sims[keep]
+    with tenant.db.locked():
+        rowids, sims, rows = _proposed(tenant, flt, now, q, pool, f"{_RANK_COLS}, {READ_COLS}" if whole else _RANK_COLS)
         if len(rowids) == 0:
             return SearchResult([], [], [])
         hits, hit_rowids = _rank(tenant, rowids, sims, rows, now, context, weights, k, whole)
         raw = [(rows[int(r)][0], float(s)) for r, s in zip(rowids, sims)]
     return SearchResult(hits, hit_rowids, raw)
+
+
+def nearest(tenant: SqliteTenant, now: datetime, q: np.ndarray, k: int) -> list[tuple[str, str, float]]:
+    """The ``k`` most similar memories under the default filter as ``(id, JSON body, cosine)``: the
+    cache proposes, one SQL statement re-checks them and reads their bodies (nothing parsed)."""
+    with tenant.db.locked():
+        rowids, sims, rows = _proposed(tenant, _DEFAULT, now, q, k, "m.id, m.record")
+    return [(*rows[r], s) for r, s in zip(rowids.tolist(), sims.tolist())]
+
+
+def _proposed(tenant: SqliteTenant, flt: MemoryFilter, now: datetime, q: np.ndarray, pool: int,
+              cols: str) -> tuple[np.ndarray, np.ndarray, dict[int, tuple[Any, ...]]]:
+    """The cache proposes the top ``pool`` by cosine, SQL disposes: ``(rowids, cosines, rowid -> cols)``
+    of the candidates that pass the tenant clause and the filter in SQL, best first (call under the
+    store's lock). A cache that disagreed with SQL (which should not happen) is dropped and the
+    candidates are taken from SQL alone."""
+    for sql_only in (False, True):
+        rowids, sims = _candidates(tenant, flt, now, q, pool, sql_only)
+        if len(rowids) == 0:
+            return rowids, sims, {}
+        rows = _verify(tenant, flt, now, rowids, cols)
+        if len(rows) == len(rowids):
+            break
+        tenant.db.drop_caches()
+    keep = np.array([int(r) in rows for r in rowids], dtype=bool)  # a concurrent delete in between
+    return rowids[keep], sims[keep], rows
 
 
 def _candidates(tenant: SqliteTenant, flt: MemoryFilter, now: datetime, q: np.ndarray, pool: int,
@@ -83,19 +102,15 @@ def _candidates(tenant: SqliteTenant, flt: MemoryFilter, now: datetime, q: np.nd
 
 
 def _verify(tenant: SqliteTenant, flt: MemoryFilter, now: datetime, rowids: np.ndarray,
-            whole: bool) -> dict[int, tuple[Any, ...]]:
-    """The candidates that really pass the tenant clause and the filter, with the columns re-ranking
-    reads: rowid -> (id, confidence, half_life_s, event_time, active_role, sub_role, source_type, dialog_role),
-    followed by the record's columns (:data:`READ_COLS`) when ``whole``."""
+            cols: str) -> dict[int, tuple[Any, ...]]:
+    """The candidates that really pass the tenant clause and the filter: rowid -> ``cols``."""
     where, params = flt.where(now)
     t, tp = tenant.clause(check_only=True)
     marks = ",".join("?" * len(rowids))
     with tenant.db.read() as conn:
         rows = conn.execute(
-            f"SELECT m.rowid, m.id, m.confidence, m.half_life_s, m.event_time, m.active_role, m.sub_role, "
-            f"m.source_type, m.dialog_role{', ' + READ_COLS if whole else ''} "
-            f"FROM memories m NOT INDEXED WHERE {t} AND {where} AND m.rowid IN ({marks})",  # rowid lookups
-            tp + params + rowids.tolist()).fetchall()
+            f"SELECT m.rowid, {cols} FROM memories m NOT INDEXED WHERE {t} AND {where} AND m.rowid IN ({marks})",
+            tp + params + rowids.tolist()).fetchall()  # rowid lookups
     return {r[0]: r[1:] for r in rows}
 
 

@@ -212,3 +212,32 @@ def test_format_context_labels_source_role_session_and_time(store: MemoryStore, 
     assert "(3 h ago)" in text and "(10 days ago)" in text and "confidence: 0.90" in text
     assert (now - timedelta(hours=3)).isoformat(timespec="minutes") in text
     assert format_context([], now=now) == "Relevant memories: (none)"
+
+
+def test_nearest_is_the_scopes_working_unexpired_memories_by_cosine(store: MemoryStore, rng: np.random.Generator,
+                                                                     now: datetime) -> None:
+    """What corroboration judges against (``TenantBackend.nearest``): the k most similar working,
+    unexpired memories of the scope, best first, with their stored bodies, re-checked in SQL — never
+    another user's, never the archive, never an expired one."""
+    q = unit_vectors(rng, 1)[0]
+    me, other = store.scope(user_id="u1"), store.scope(user_id="u2")
+    other.write("the other user's memory, closest of all", embedding=q)
+    vecs = unit_vectors(rng, 8)
+    vecs[:4] = 0.6 * q + 0.4 * vecs[:4]
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    recs = [me.write(f"memory {i}", embedding=vecs[i], timestamp=now) for i in range(8)]
+    me.write("about to expire", embedding=q, expires_at=now + timedelta(seconds=1), timestamp=now)
+    me.update(recs[0].id, "memory 0, corrected", embedding=-q)  # memory 0 goes to the archive
+    later = now + timedelta(minutes=1)
+    got = store.backend.tenant("u1", "default").nearest(q, 3, later)
+    sims = {r.id: float(vecs[i] @ q) for i, r in enumerate(recs) if i}
+    want = sorted(sims, key=lambda m: -sims[m])[:3]
+    assert [m for m, _, _ in got] == want
+    for mid, body, cos in got:
+        assert cos == pytest.approx(sims[mid], abs=1e-5)
+        stored = me.get(mid)
+        assert stored is not None and json.loads(body)["content"] == stored.content
+    every = store.backend.tenant("u1", "default").nearest(q, 50, later)
+    assert recs[0].id not in {m for m, _, _ in every} and len(every) == 8  # archived out; its correction (-q) last
+    assert every[-1][2] == pytest.approx(-1.0, abs=1e-5)
+    assert len(store.backend.tenant("u3", "default").nearest(q, 3, later)) == 0

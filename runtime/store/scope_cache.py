@@ -35,6 +35,7 @@ CODED_COLUMNS = ("tier", "source_type", "session_id", "active_role", "sub_role",
 FLOAT_COLUMNS = ("event_time", "expires_at", "confidence")  # expires_at None -> NaN
 _UNKNOWN = -2  # code of a filter value the scope has never seen: matches nothing
 _BLOCK = 256   # rows gathered per block in similarities(): 384 KB at dim 384, cache-resident
+_FEW = 4       # append() fills up to this many rows element by element
 
 
 class VectorCache:
@@ -166,14 +167,22 @@ class VectorCache:
         lo, k = self._n, len(rows)
         self._grow(lo + k)
         hi = lo + k
-        self._rowids[lo:hi] = np.fromiter((r[0] for r in rows), dtype=np.int64, count=k)
-        for j, c in enumerate(CODED_COLUMNS, 1):
-            vocab = self._vocab[c]
-            self._cols[c][lo:hi] = np.fromiter(
-                (-1 if r[j] is None else vocab.setdefault(r[j], len(vocab)) for r in rows), dtype=np.int32, count=k)
-        for j, c in enumerate(FLOAT_COLUMNS, 1 + len(CODED_COLUMNS)):
-            self._cols[c][lo:hi] = np.fromiter(
-                (np.nan if r[j] is None else r[j] for r in rows), dtype=np.float64, count=k)
+        if k <= _FEW:  # a write's rows: element by element (numpy's per-call cost dominates a 1-row block)
+            for i, r in enumerate(rows, lo):
+                self._rowids[i] = r[0]
+                for j, c in enumerate(CODED_COLUMNS, 1):
+                    self._cols[c][i] = -1 if r[j] is None else self._vocab[c].setdefault(r[j], len(self._vocab[c]))
+                for j, c in enumerate(FLOAT_COLUMNS, 1 + len(CODED_COLUMNS)):
+                    self._cols[c][i] = np.nan if r[j] is None else r[j]
+        else:
+            self._rowids[lo:hi] = np.fromiter((r[0] for r in rows), dtype=np.int64, count=k)
+            for j, c in enumerate(CODED_COLUMNS, 1):
+                vocab = self._vocab[c]
+                self._cols[c][lo:hi] = np.fromiter(
+                    (-1 if r[j] is None else vocab.setdefault(r[j], len(vocab)) for r in rows), dtype=np.int32, count=k)
+            for j, c in enumerate(FLOAT_COLUMNS, 1 + len(CODED_COLUMNS)):
+                self._cols[c][lo:hi] = np.fromiter(
+                    (np.nan if r[j] is None else r[j] for r in rows), dtype=np.float64, count=k)
         has = np.fromiter((r[-1] is not None for r in rows), dtype=bool, count=k)
         self._has_vec[lo:hi] = has
         if vectors is not None:  # rows without a vector are zeros there, as here

@@ -51,3 +51,26 @@ def test_a_small_scope_holds_little() -> None:
     for start in range(1, 3001, 100):  # growth stays amortised: capacity at most twice what is held
         big.append(_rows(rng, start, 100)[0])
     assert big.n == 3000 and big.nbytes <= 2 * 3000 * (DIM * 4 + 8 + 1 + 4 * len(CODED_COLUMNS) + 8 * len(FLOAT_COLUMNS))
+
+
+def test_rows_appended_a_few_at_a_time_equal_one_block() -> None:
+    """A write's rows (one to a few: filled element by element) and a load's block (vectorised) give
+    the same cache: rowids, every column with its None values, vectors of any format, tags."""
+    rng = np.random.default_rng(2)
+    rows, _ = _rows(rng, 1, 9)
+    more, _ = _rows(rng, 20, 5, fmt="int8")
+    rows = [r[:5] + (None,) + r[6:10] + (5.0 + i,) + r[11:] if i % 2 else r for i, r in enumerate(rows + more)]
+    tags = [(r[0], f"t{r[0] % 3}") for r in rows if r[0] % 2]
+    block, few = VectorCache("u", "a", "enc", DIM), VectorCache("u", "a", "enc", DIM)
+    block.append(rows, tags)
+    for s, n in ((0, 1), (1, 3), (4, 4), (8, 2), (10, 4)):
+        part = rows[s:s + n]
+        ids = {r[0] for r in part}
+        few.append(part, [t for t in tags if t[0] in ids])
+    assert few.rowids.tolist() == block.rowids.tolist() and few.n == 14
+    np.testing.assert_array_equal(few.matrix, block.matrix)
+    np.testing.assert_array_equal(few.has_vector, block.has_vector)
+    for c in CODED_COLUMNS + FLOAT_COLUMNS:
+        np.testing.assert_array_equal(few.column(c), block.column(c))
+    for t in ("t0", "t1", "t2"):
+        assert few.tag_mask([t]).tolist() == block.tag_mask([t]).tolist()

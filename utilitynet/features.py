@@ -48,6 +48,7 @@ from .redundancy import redundancy as batch_redundancy
 from .textstats import TEXT_STAT_NAMES, text_stats
 
 __all__ = [
+    "AMBIENT_FEATURES",
     "DYNAMIC_FEATURES",
     "FEATURE_NAMES",
     "FEATURE_SCHEMA_VERSION",
@@ -290,6 +291,25 @@ DYNAMIC_FEATURES: tuple[str, ...] = (
 with use (recalls, flags set later), or with the other memories held or the agent's live context
 (position, redundancy, goal and recent context, stage). Every other named feature depends only on the
 memory's content, provenance and session, fixed once its session closes."""
+
+AMBIENT_FEATURES: tuple[str, ...] = (
+    "age_steps_log", "age_hours_log", "since_touch_hours_log", "position",
+    "has_redundancy", "max_sim_other", "near_dups_log", "max_sim_newer", "max_sim_older", "has_newer_near_dup",
+    "newest_of_near_dups", "recent_sim", "has_recent",
+)
+"""The dynamic features that change although nothing happened to the memory or to the agent's task: with
+the clock alone (its age; hours since it was last touched, which for a memory never recalled is its age
+again) and with which *other* memories the scope holds or wrote last (its rank among them, its
+redundancy with them, its similarity to the newest ones). The rest of :data:`DYNAMIC_FEATURES` moves on
+an event: a recall (``access_count_log``, ``accessed``), a flag the runtime sets, a TTL or half-life the
+writer declared running down, a goal or stage the agent set.
+
+A model that reads the ambient features re-ranks an old memory every time the stream moves on, for
+reasons the memory does not carry: on long conversations (issue 23) a fact kept when its session closed
+was evicted later because it had aged and its topic was no longer the newest, and the production
+replay of a model fit on first judgements kept 0.491 of LongMemEval's evidence at p = 0.05 against
+0.720 for the same fit reading no dynamic feature (the event ones are constant in those replays, so
+this is the fit without the ambient ones). ``FitConfig(inputs="events")`` fits without them."""
 
 
 def feature_names(embedding_dim: int) -> tuple[str, ...]:

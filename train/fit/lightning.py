@@ -59,16 +59,18 @@ from pytorch_lightning.callbacks import EarlyStopping, ModelCheckpoint
 from pytorch_lightning.loggers import CSVLogger
 
 from runtime.errors import ValidationError
-from utilitynet.features import DYNAMIC_FEATURES, FeatureSpec
+from utilitynet.features import AMBIENT_FEATURES, DYNAMIC_FEATURES, FeatureSpec
 from utilitynet.model import UtilityNet, UtilityNetConfig
 
 from ..dataset.groups import FitData
 from .data import UtilityDataModule, average_precision, group_recall, roc_auc
 
-__all__ = ["OBJECTIVES", "FitConfig", "FitResult", "UtilityDataModule", "UtilityLitModule", "average_precision",
+__all__ = ["INPUTS", "OBJECTIVES", "FitConfig", "FitResult", "UtilityDataModule", "UtilityLitModule", "average_precision",
            "group_recall", "roc_auc", "run"]
 
 OBJECTIVES = ("listwise", "pairwise", "pointwise")
+INPUTS: dict[str, tuple[str, ...]] = {"all": (), "events": AMBIENT_FEATURES, "static": DYNAMIC_FEATURES}
+"""``FitConfig.inputs`` → the named features the model does not read."""
 
 _ACCELERATORS = ("cpu", "gpu", "cuda", "mps", "tpu", "auto")
 _PRECISIONS = ("64-true", "32-true", "16-mixed", "bf16-mixed", "16-true", "bf16-true")
@@ -98,9 +100,12 @@ class FitConfig:
         session_share: let the memories of a session compete for its share (the model's second output,
             :mod:`utilitynet.session`); ``False`` fixes the session weight at 0 (an ablation).
         session_weight: the session weight's starting value (learned; ≥ 0).
-        inputs: ``"all"`` named features, or ``"static"``: not those that change after a memory is written
-            (:data:`utilitynet.features.DYNAMIC_FEATURES`): utilities that never drift with age or with
-            what else is held.
+        inputs: which named features the model reads (:data:`INPUTS`): ``"all"``; ``"events"``: not the
+            ambient ones (:data:`utilitynet.features.AMBIENT_FEATURES`: age, position, redundancy with and
+            similarity to the other memories held), so a utility changes only when something happens to the
+            memory or to the task (a recall, a flag, a declared TTL or half-life, a goal or stage); or
+            ``"static"``: none that change after a memory is written
+            (:data:`utilitynet.features.DYNAMIC_FEATURES`).
         accelerator: Lightning accelerator: "cpu" | "gpu" | "cuda" | "mps" | "tpu" | "auto".
         devices: devices per node (int ≥ 1, a list of ids, or "auto").
         strategy: Lightning strategy ("auto", "ddp", "ddp_spawn", "fsdp", …).
@@ -167,7 +172,7 @@ class FitConfig:
         need(isinstance(self.members, int) and self.members >= 1, "members", "an int >= 1")
         need(isinstance(self.session_share, bool), "session_share", "true or false")
         need(0 <= self.session_weight < 1e3, "session_weight", "in [0, 1000)")
-        need(self.inputs in ("all", "static"), "inputs", "'all' or 'static'")
+        need(self.inputs in INPUTS, "inputs", f"one of {tuple(INPUTS)}")
         need(self.accelerator in _ACCELERATORS, "accelerator", f"one of {_ACCELERATORS}")
         need(self.devices == "auto" or (isinstance(self.devices, int) and self.devices >= 1)
              or (isinstance(self.devices, tuple) and len(self.devices) > 0), "devices",
@@ -439,7 +444,7 @@ def run(cfg: FitConfig, data: FitData, *, spec: FeatureSpec, out_dir: str | os.P
     net_cfg = UtilityNetConfig.for_spec(spec, hidden=cfg.hidden, dropout=cfg.dropout,
                                         embedding_proj=cfg.embedding_proj, members=cfg.members,
                                         session_weight=cfg.session_weight,
-                                        ignore=DYNAMIC_FEATURES if cfg.inputs == "static" else ())
+                                        ignore=INPUTS[cfg.inputs])
     lit = UtilityLitModule(net_cfg, lr=cfg.lr, weight_decay=cfg.weight_decay, objective=cfg.objective,
                            rank_weight=cfg.rank_weight, bce_weight=cfg.bce_weight, session_share=cfg.session_share)
     lit.net.set_normalization(*dm.norm_stats)

@@ -272,3 +272,30 @@ def test_same_seed_same_model(tmp_path: Path) -> None:
     assert a.best_val_loss == b.best_val_loss
     c = run(FitConfig(batch_size=64, max_epochs=2, seed=4, hidden=(16,)), data, spec=SPEC, out_dir=tmp_path / "c")
     assert c.best_val_loss != a.best_val_loss
+
+
+@pytest.mark.parametrize("inputs", ["events", "static"])
+def test_inputs_leave_out_the_features_that_drift(tmp_path: Path, inputs: str) -> None:
+    """A model fit with ``inputs="events"`` does not move when only the clock or the other memories
+    held change (age, position, redundancy, recent context: AMBIENT_FEATURES), and still reads what
+    happens to a memory (a recall); ``"static"`` reads neither."""
+    from utilitynet.features import AMBIENT_FEATURES, DYNAMIC_FEATURES, FEATURE_NAMES
+
+    data = _synthetic(2, episodes=10, decisions=2, items=20)
+    res = run(FitConfig(batch_size=100, max_epochs=2, seed=0, hidden=(16,), inputs=inputs), data, spec=SPEC,
+              out_dir=tmp_path)
+    x = torch.from_numpy(data.X[:16].copy())
+    with torch.no_grad():
+        base = res.model(x)
+
+        def moved(names: tuple[str, ...]) -> bool:
+            z = x.clone()
+            for name in names:
+                z[:, FEATURE_NAMES.index(name)] += 3.0
+            return any(not torch.allclose(a, b) for a, b in zip(res.model(z), base, strict=True))
+
+        assert not moved(AMBIENT_FEATURES)
+        assert moved(("access_count_log", "accessed")) == (inputs == "events")
+        assert not moved(DYNAMIC_FEATURES) if inputs == "static" else moved(DYNAMIC_FEATURES)
+        assert moved(("chars_log", "ctx_prev_q"))
+    assert res.model.config.ignore == {"events": AMBIENT_FEATURES, "static": DYNAMIC_FEATURES}[inputs]

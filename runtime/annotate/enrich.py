@@ -11,7 +11,7 @@ nothing it derives can carry a secret the builder removed. Each part is switched
   caller set one; a label in ``urgent_tones`` (``anxious``) adds ``Flag.urgent``. Intent
   (``question`` | ``request`` | ``statement``) is a rule on the text and goes to
   ``attributes["intent"]``. Hook: ``tone_fn(text) -> ToneResult``.
-- **Entities** (``entities=True``): :func:`extract_entities` — regular expressions for ids
+- **Entities** (``entities=True``): :func:`~runtime.annotate.entities.extract_entities` — regular expressions for ids
   (``order:8812``, ``id:ORD-123``), products with a model number (``product:iphone 15 pro``),
   projects (``project:orion``) and people named after a cue word (``person:alice``) — adds tags.
   Hook: ``entity_fn(text) -> [tag, ...]`` (its tags are redacted by the builder like any tag).
@@ -22,12 +22,11 @@ nothing it derives can carry a secret the builder removed. Each part is switched
 
 from __future__ import annotations
 
-import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
@@ -35,8 +34,8 @@ from ..encoders.embedder import Embedder, l2_normalize
 from ..errors import ValidationError
 from ..record.memir import Flag
 
-__all__ = ["DEFAULT_NEUTRAL_TONES", "DEFAULT_REQUIRED_TONES", "DEFAULT_TONE_EXAMPLES", "EnrichConfig", "Enricher", "Enrichment", "EntityFn", "ToneFn", "ToneResult",
-           "extract_entities", "intent_of"]
+__all__ = ["DEFAULT_NEUTRAL_TONES", "DEFAULT_REQUIRED_TONES", "DEFAULT_TONE_EXAMPLES", "EnrichConfig", "Enricher", "Enrichment",
+           "EntityFn", "ToneFn", "ToneResult"]
 
 
 @dataclass(frozen=True)
@@ -125,7 +124,7 @@ class EnrichConfig:
 
     Attributes:
         tone: fill ``tone`` (when the caller gave none), ``attributes["intent"]`` and urgency.
-        entities: add entity tags (:func:`extract_entities` or ``entity_fn``).
+        entities: add entity tags (:func:`~runtime.annotate.entities.extract_entities` or ``entity_fn``).
         corroborate: link and re-score against the scope's nearest memories (``Scope.write``).
         tone_examples: ``{label: [example lines]}``; each label's prototype is their mean embedding.
         tone_margin: cosine lead in [0, 2] the nearest prototype needs over the runner-up, else
@@ -217,96 +216,6 @@ class EnrichConfig:
         return self.tone or self.entities
 
 
-# ---------------------------------------------------------------------------------------- intent
-_QUESTION = re.compile(r"\?\s*$|^(?:who|what|when|where|why|how|which|is|are|do|does|did|can|could|will|would|"
-                       r"should|may)\b", re.I)
-_REQUEST = re.compile(r"\b(?:please|pls|kindly|could you|can you|would you|i need|i want|i'd like|i would like|"
-                      r"let me know|send me|help me)\b|^(?:send|cancel|refund|update|change|fix|check|call|email|"
-                      r"book|reset|remove|add)\b", re.I)
-
-
-def intent_of(text: str) -> Literal["question", "request", "statement"]:
-    """``request`` (please / can you / an imperative first word), ``question`` (ends with "?" or
-    opens with a question word), else ``statement``.
-
-    >>> intent_of("Can you cancel order 8812?"), intent_of("When does it ship?"), intent_of("It shipped.")
-    ('request', 'question', 'statement')
-    """
-    t = text.strip()
-    if _REQUEST.search(t):
-        return "request"
-    if _QUESTION.search(t):
-        return "question"
-    return "statement"
-
-
-# -------------------------------------------------------------------------------------- entities
-_ID_KINDS = r"order|ticket|case|invoice|booking|reservation|account|ref|reference|tracking|shipment|po"
-_KIND_ID = re.compile(rf"\b({_ID_KINDS})\b(?:\s+(?:no\.?|number|num|id))?\s*[:#]?\s*#?([A-Z0-9][A-Za-z0-9-]{{2,}})\b",
-                      re.I)
-_CODE = re.compile(r"(?<![\w-])([A-Z]{2,6}-\d[\dA-Z-]*)\b")
-_HASH_ID = re.compile(r"(?<![\w&])#(\d{3,})\b")
-_PROJECT = re.compile(r"\b(?:project|projet|team|product|app|plan)\s+([A-Z][A-Za-z0-9-]+)")
-_PRODUCT = re.compile(r"\b((?:[A-Z][a-zA-Z]+|[a-z][A-Z][a-zA-Z]+)(?:\s[A-Z][a-zA-Z]+)?)\s((?:[A-Z]{0,3}\d+[A-Za-z0-9]*))"
-                      r"(?:\s(Pro|Max|Plus|Mini|Ultra|Air|Lite|SE))?\b")
-_PERSON = re.compile(r"(?:\b(?i:with|from|by|cc|ask|asked|call|called|contact|contacted|told|tell|thank|thanks|dear|"
-                     r"hi|hello|colleague|manager|agent|named)\s+(?:(?:Mr|Ms|Mrs|Dr|Prof)\.?\s+)?"
-                     r"|\b(?:Mr|Ms|Mrs|Dr|Prof)\.?\s+)([A-Z][a-z]+(?:\s[A-Z][a-z]+)?)\b")
-# Capitalised words that are not names or products (sentence starts, calendar words, units).
-_NOT_NAMES = frozenset("""
-the a an i we you he she they it this that these those my our your their his her its monday tuesday wednesday
-thursday friday saturday sunday january february march april may june july august september october november
-december today tomorrow yesterday support team customer service order ticket invoice version room floor step
-page chapter week day month year q1 q2 q3 q4 eur usd gbp chf jpy rs item items level phase gate terminal
-""".split())
-
-
-def extract_entities(text: str, *, limit: int = 8) -> list[str]:
-    """Entity tags found in (redacted) ``text``, in order of appearance, deduplicated, at most ``limit``.
-
-    Patterns: ``<kind> [no.|number|id] [#]ID`` → ``<kind>:<id>`` (order, ticket, invoice, booking...);
-    a code like ``ORD-123`` → ``id:ORD-123``; ``#8812`` → ``id:8812``; ``project Orion`` →
-    ``project:orion``; a capitalised name followed by a model number (``iPhone 15 Pro``,
-    ``Galaxy S23``) → ``product:...``; one or two capitalised words after a cue (with, from, by,
-    ask, call, contact, thanks, Dr....) → ``person:...``. Redaction placeholders (``[EMAIL]``) never
-    match: they are upper-case inside brackets.
-
-    >>> extract_entities("Order #8812 arrived broken; I spoke with Maria Lopez about the iPhone 15 Pro")
-    ['order:8812', 'person:maria lopez', 'product:iphone 15 pro']
-    """
-    found: list[tuple[int, str]] = []
-    taken: list[tuple[int, int]] = []
-
-    def add(start: int, end: int, tag: str) -> None:
-        if any(s < end and start < e for s, e in taken):
-            return
-        taken.append((start, end))
-        found.append((start, tag))
-
-    for m in _KIND_ID.finditer(text):
-        ident = m.group(2)
-        if any(c.isdigit() for c in ident):
-            add(m.start(), m.end(), f"{m.group(1).lower()}:{ident}")
-    for m in _CODE.finditer(text):
-        add(m.start(1), m.end(1), f"id:{m.group(1)}")
-    for m in _HASH_ID.finditer(text):
-        add(m.start(), m.end(), f"id:{m.group(1)}")
-    for m in _PROJECT.finditer(text):
-        if m.group(1).lower() not in _NOT_NAMES:
-            add(m.start(1), m.end(1), f"project:{m.group(1).lower()}")
-    for m in _PERSON.finditer(text):
-        if all(w.lower() not in _NOT_NAMES for w in m.group(1).split()):
-            add(m.start(1), m.end(1), f"person:{m.group(1).lower()}")
-    for m in _PRODUCT.finditer(text):
-        name = m.group(1)
-        if any(w.lower() in _NOT_NAMES for w in name.split()):
-            continue
-        full = " ".join(g for g in m.groups() if g)
-        add(m.start(), m.end(), f"product:{full.lower()}")
-    found.sort()
-    return list(dict.fromkeys(t for _, t in found))[:limit]
-
-
 # ---------------------------------------------------------------------------------- the enricher
 @dataclass(frozen=True)
 class Enrichment:
@@ -385,9 +294,10 @@ class Enricher:
         return ToneResult(label, label in cfg.urgent_tones, round(margin, 6))
 
     def entities(self, text: str) -> list[str]:
-        """Entity tags of ``text`` (``entity_fn`` when given, else :func:`extract_entities`)."""
+        """Entity tags of ``text`` (``entity_fn`` when given, else :func:`~runtime.annotate.entities.extract_entities`)."""
         cfg = self.config
         if cfg.entity_fn is None:
+            from .entities import extract_entities  # the patterns compile at the first enriched write
             return extract_entities(text, limit=cfg.max_entity_tags)
         got = cfg.entity_fn(text)
         if isinstance(got, str) or not all(isinstance(t, str) for t in got):
@@ -400,6 +310,7 @@ class Enricher:
         tone = intent = None
         if cfg.tone:
             tone = self.tone(text, embed() if cfg.tone_fn is None else None, embedder)
+            from .entities import intent_of
             intent = intent_of(text)
         tags = tuple(self.entities(text)) if cfg.entities else ()
         return Enrichment(tone, intent, tags, self.required_tone(tone, intent))

@@ -16,9 +16,8 @@ from runtime.annotate.enrich import (
     EnrichConfig,
     Enricher,
     ToneResult,
-    extract_entities,
-    intent_of,
 )
+from runtime.annotate.entities import extract_entities, intent_of
 from runtime.encoders import HashEmbedder
 from runtime.errors import ValidationError
 from runtime.record import Flag, MemIR, RecordBuilder

@@ -1,0 +1,101 @@
+"""What a memory's text says it is for, and what it names: intent (``question`` | ``request`` |
+``statement``) and entity tags (ids, products, projects, people), by regular expressions on the
+*redacted* text. Used by write-time enrichment (:mod:`runtime.annotate.enrich`) when it is switched on;
+kept apart so that a store with enrichment off (the default) never compiles the patterns."""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+__all__ = ["extract_entities", "intent_of"]
+
+
+# ---------------------------------------------------------------------------------------- intent
+_QUESTION = re.compile(r"\?\s*$|^(?:who|what|when|where|why|how|which|is|are|do|does|did|can|could|will|would|"
+                       r"should|may)\b", re.I)
+_REQUEST = re.compile(r"\b(?:please|pls|kindly|could you|can you|would you|i need|i want|i'd like|i would like|"
+                      r"let me know|send me|help me)\b|^(?:send|cancel|refund|update|change|fix|check|call|email|"
+                      r"book|reset|remove|add)\b", re.I)
+
+
+def intent_of(text: str) -> Literal["question", "request", "statement"]:
+    """``request`` (please / can you / an imperative first word), ``question`` (ends with "?" or
+    opens with a question word), else ``statement``.
+
+    >>> intent_of("Can you cancel order 8812?"), intent_of("When does it ship?"), intent_of("It shipped.")
+    ('request', 'question', 'statement')
+    """
+    t = text.strip()
+    if _REQUEST.search(t):
+        return "request"
+    if _QUESTION.search(t):
+        return "question"
+    return "statement"
+
+
+# -------------------------------------------------------------------------------------- entities
+_ID_KINDS = r"order|ticket|case|invoice|booking|reservation|account|ref|reference|tracking|shipment|po"
+_KIND_ID = re.compile(rf"\b({_ID_KINDS})\b(?:\s+(?:no\.?|number|num|id))?\s*[:#]?\s*#?([A-Z0-9][A-Za-z0-9-]{{2,}})\b",
+                      re.I)
+_CODE = re.compile(r"(?<![\w-])([A-Z]{2,6}-\d[\dA-Z-]*)\b")
+_HASH_ID = re.compile(r"(?<![\w&])#(\d{3,})\b")
+_PROJECT = re.compile(r"\b(?:project|projet|team|product|app|plan)\s+([A-Z][A-Za-z0-9-]+)")
+_PRODUCT = re.compile(r"\b((?:[A-Z][a-zA-Z]+|[a-z][A-Z][a-zA-Z]+)(?:\s[A-Z][a-zA-Z]+)?)\s((?:[A-Z]{0,3}\d+[A-Za-z0-9]*))"
+                      r"(?:\s(Pro|Max|Plus|Mini|Ultra|Air|Lite|SE))?\b")
+_PERSON = re.compile(r"(?:\b(?i:with|from|by|cc|ask|asked|call|called|contact|contacted|told|tell|thank|thanks|dear|"
+                     r"hi|hello|colleague|manager|agent|named)\s+(?:(?:Mr|Ms|Mrs|Dr|Prof)\.?\s+)?"
+                     r"|\b(?:Mr|Ms|Mrs|Dr|Prof)\.?\s+)([A-Z][a-z]+(?:\s[A-Z][a-z]+)?)\b")
+# Capitalised words that are not names or products (sentence starts, calendar words, units).
+_NOT_NAMES = frozenset("""
+the a an i we you he she they it this that these those my our your their his her its monday tuesday wednesday
+thursday friday saturday sunday january february march april may june july august september october november
+december today tomorrow yesterday support team customer service order ticket invoice version room floor step
+page chapter week day month year q1 q2 q3 q4 eur usd gbp chf jpy rs item items level phase gate terminal
+""".split())
+
+
+def extract_entities(text: str, *, limit: int = 8) -> list[str]:
+    """Entity tags found in (redacted) ``text``, in order of appearance, deduplicated, at most ``limit``.
+
+    Patterns: ``<kind> [no.|number|id] [#]ID`` → ``<kind>:<id>`` (order, ticket, invoice, booking...);
+    a code like ``ORD-123`` → ``id:ORD-123``; ``#8812`` → ``id:8812``; ``project Orion`` →
+    ``project:orion``; a capitalised name followed by a model number (``iPhone 15 Pro``,
+    ``Galaxy S23``) → ``product:...``; one or two capitalised words after a cue (with, from, by,
+    ask, call, contact, thanks, Dr....) → ``person:...``. Redaction placeholders (``[EMAIL]``) never
+    match: they are upper-case inside brackets.
+
+    >>> extract_entities("Order #8812 arrived broken; I spoke with Maria Lopez about the iPhone 15 Pro")
+    ['order:8812', 'person:maria lopez', 'product:iphone 15 pro']
+    """
+    found: list[tuple[int, str]] = []
+    taken: list[tuple[int, int]] = []
+
+    def add(start: int, end: int, tag: str) -> None:
+        if any(s < end and start < e for s, e in taken):
+            return
+        taken.append((start, end))
+        found.append((start, tag))
+
+    for m in _KIND_ID.finditer(text):
+        ident = m.group(2)
+        if any(c.isdigit() for c in ident):
+            add(m.start(), m.end(), f"{m.group(1).lower()}:{ident}")
+    for m in _CODE.finditer(text):
+        add(m.start(1), m.end(1), f"id:{m.group(1)}")
+    for m in _HASH_ID.finditer(text):
+        add(m.start(), m.end(), f"id:{m.group(1)}")
+    for m in _PROJECT.finditer(text):
+        if m.group(1).lower() not in _NOT_NAMES:
+            add(m.start(1), m.end(1), f"project:{m.group(1).lower()}")
+    for m in _PERSON.finditer(text):
+        if all(w.lower() not in _NOT_NAMES for w in m.group(1).split()):
+            add(m.start(1), m.end(1), f"person:{m.group(1).lower()}")
+    for m in _PRODUCT.finditer(text):
+        name = m.group(1)
+        if any(w.lower() in _NOT_NAMES for w in name.split()):
+            continue
+        full = " ".join(g for g in m.groups() if g)
+        add(m.start(), m.end(), f"product:{full.lower()}")
+    found.sort()
+    return list(dict.fromkeys(t for _, t in found))[:limit]

@@ -106,9 +106,12 @@ class ScopeCore:
         return NotFoundError(f"no memory {memory_id!r} in scope user={self.user_id!r} agent={self.agent_id!r}")
 
 
+_ID = re.compile(ID_PATTERN)  # fullmatch: "$" alone would also take a trailing newline
+
+
 def check_id(value: Any, name: str = "memory_id") -> str:
     """An id argument must look like an id before it reaches SQL (a typed error otherwise)."""
-    if not isinstance(value, str) or not 0 < len(value) <= 128 or not re.match(ID_PATTERN, value):
+    if not isinstance(value, str) or not 0 < len(value) <= 128 or not _ID.fullmatch(value):
         raise ValidationError(f"{name} must be an id (letters, digits and _ . : @ -, 1–128 characters), "
                               f"got {str(value)[:40]!r}", field=name)
     return value

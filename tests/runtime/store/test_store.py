@@ -122,6 +122,17 @@ def test_a_scope_cannot_write_into_another_scope(store: MemoryStore) -> None:
     assert store.admin_users() == []
 
 
+@pytest.mark.parametrize("field", ["user_id", "agent_id"])
+@pytest.mark.parametrize("value", ["", "a b", "u1\n", "x" * 129, "é", 7, None])
+def test_a_scope_of_a_bad_id_is_refused_by_name(store: MemoryStore, field: str, value: Any) -> None:
+    """The ids a scope confines everything to are checked before any SQL: a typed error naming the
+    argument (a trailing newline too, which a bare ``$`` in the pattern would let through)."""
+    with pytest.raises(ValidationError) as e:
+        store.scope(**{"user_id": "u1", field: value})
+    assert e.value.field == field
+    assert store.scope(user_id="u.1:a@b-c_d", agent_id="x" * 128).user_id == "u.1:a@b-c_d"
+
+
 # ---------------------------------------------------------------- bad input
 @pytest.mark.parametrize(("kwargs", "error", "field", "words"), [
     ({"confidence": 1.5}, ValidationError, "metadata.confidence", ["metadata.confidence"]),

@@ -34,8 +34,11 @@ SHOTS = os.environ.get("MEMIR_UI_SCREENSHOTS")
 
 
 def serve(target: Any, tmp_path: Path, *who: str) -> Iterator[str]:
-    """``memir ui TARGET WHO...`` on a free port, a child process as an operator starts it: its address."""
-    env = {**os.environ, "HOME": str(tmp_path)}
+    """``memir ui TARGET WHO...`` on a free port, a child process as an operator starts it: its address.
+    Its HOME is fresh; the encoder is the one this test process loaded (``make test`` also exports it)."""
+    from runtime.encoders.onnx import default_encoder_dir
+
+    env = {**os.environ, "HOME": str(tmp_path), "MEMIR_ENCODER_DIR": str(default_encoder_dir())}
     cmd = [sys.executable, "-m", "runtime.cli", "ui", str(target), *who, "--port", "0"]
     proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env)
     try:

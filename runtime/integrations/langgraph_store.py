@@ -149,7 +149,7 @@ except ModuleNotFoundError as _missing:  # the framework lives in the `integrati
 
 from ..encoders.embedder import Embedder
 from ..record.fields import WriteFields, check_field_names
-from ..record.memir import ID_PATTERN, Flag, MemIR, Sensitivity, utcnow
+from ..record.memir import Flag, MemIR, Sensitivity, is_id, utcnow
 from ..retention.policy import RetentionPolicy
 from ..store.config import StoreConfig
 from ..store.scope import Scope
@@ -272,7 +272,7 @@ class MemirStore(BaseStore):
             raise ValidationError("store must be a MemoryStore (MemoryStore.open(path))", field="store")
         if policy is not None and not isinstance(policy, RetentionPolicy):
             raise ValidationError("policy must be a RetentionPolicy(...)", field="policy")
-        if not isinstance(agent_id_default, str) or not _is_id(agent_id_default):
+        if not is_id(agent_id_default):
             raise ValidationError(f"agent_id_default={agent_id_default!r} is not a memir id (letters, digits and "
                                   "_ . : @ -, 1–128 characters)", field="agent_id_default")
         if not isinstance(cross_user, bool):
@@ -563,7 +563,7 @@ class MemirStore(BaseStore):
 
     def _where(self, ns: tuple[str, ...]) -> _Where:
         for i, label in enumerate(ns[:2]):
-            if not _is_id(label):
+            if not is_id(label):
                 what = ("user_id", "user") if i == 0 else ("agent_id", "agent")
                 raise ValidationError(
                     f"namespace[{i}]={label!r} cannot be a memir {what[0]}: the first two levels of a namespace "
@@ -807,7 +807,7 @@ class MemirStore(BaseStore):
     def _list_namespaces(self, conds: tuple[MatchCondition, ...], max_depth: int | None, limit: int, offset: int,
                          now: datetime) -> _Plan[Result]:
         lead = _lead(conds)
-        if any(not _is_id(x) for x in lead[:2]):
+        if any(not is_id(x) for x in lead[:2]):
             return []
         scopes = yield from self._scopes_under(lead, op="list_namespaces")
         tag = self._prefix_tag(lead)
@@ -890,10 +890,6 @@ def _digest(obj: Any) -> str:
 
 def _compact(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
-
-
-def _is_id(label: str) -> bool:
-    return isinstance(label, str) and 0 < len(label) <= 128 and re.match(ID_PATTERN, label) is not None
 
 
 def _check_namespace(ns: Any, *, allow_empty: bool, field: str = "namespace") -> tuple[str, ...]:

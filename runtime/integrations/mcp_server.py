@@ -44,7 +44,6 @@ import hmac
 import json
 import logging
 import os
-import re
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -69,7 +68,7 @@ except ModuleNotFoundError as _missing:  # the SDK lives in the `integrations` e
     raise MissingDependencyError(f"the memir MCP server needs the MCP SDK ({_missing.name} is missing): "
                                  f"{pip_extra('integrations')}") from None
 
-from ..record.memir import ID_PATTERN
+from ..record.memir import is_id
 from ..sockets import bind
 from .tools import TOOLS, TOOLS_BY_NAME, acall_tool
 
@@ -94,8 +93,6 @@ at most 16,000 characters), and a larger body only costs the server time."""
 
 _MAX_BODY_ENV = "MEMIR_MCP_MAX_BODY_BYTES"
 
-_ID = re.compile(ID_PATTERN)
-
 
 @dataclass(frozen=True)
 class Tenant:
@@ -111,7 +108,7 @@ class Tenant:
     def __post_init__(self) -> None:
         for name in ("user_id", "agent_id"):
             value = getattr(self, name)
-            if not isinstance(value, str) or not 0 < len(value) <= 128 or not _ID.fullmatch(value):
+            if not is_id(value):
                 raise ValidationError(f"{name} must be an id (letters, digits and _ . : @ -, 1–128 characters), "
                                       f"got {str(value)[:40]!r}", field=name)
 

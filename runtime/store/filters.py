@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from functools import cache
 from typing import Annotated, Any, Literal, Protocol, TypedDict
 
 import numpy as np
@@ -18,7 +19,7 @@ from pydantic import ValidationError as PydanticValidationError
 from ..errors import FilterError
 from ..record.memir import DialogRole, Id, Sensitivity, SourceType, UTCDateTime
 
-__all__ = ["RECALL_SENSITIVITY", "FilterFields", "MemoryFilter", "build_filter"]
+__all__ = ["RECALL_SENSITIVITY", "FilterFields", "MemoryFilter", "build_filter", "no_filter"]
 
 RECALL_SENSITIVITY = Sensitivity.pii
 """What ``Scope.recall`` returns when the caller names no ``sensitivity``: at most ``pii``.
@@ -225,6 +226,13 @@ class ColumnView(Protocol):
     def tag_mask(self, tags: Sequence[str]) -> np.ndarray:
         """Rows carrying every one of ``tags``."""
         ...
+
+
+@cache
+def no_filter() -> MemoryFilter:
+    """The empty filter, built once at first use: building its pydantic validator at import was the
+    largest single cost of a cold ``MemoryStore.open``, which never needs it."""
+    return MemoryFilter()
 
 
 def build_filter(**kwargs: Any) -> MemoryFilter:

@@ -8,7 +8,6 @@ services, tenant, policy and live context, and no room calls back up into the fa
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -17,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import NotFoundError, ValidationError
-from ..record.memir import ID_PATTERN, MemIR
+from ..record.memir import MemIR, is_id
 from ..scoring.role_weights import RoleWeigher
 from .backend import TenantBackend
 from .live import LiveContext
@@ -106,12 +105,9 @@ class ScopeCore:
         return NotFoundError(f"no memory {memory_id!r} in scope user={self.user_id!r} agent={self.agent_id!r}")
 
 
-_ID = re.compile(ID_PATTERN)  # fullmatch: "$" alone would also take a trailing newline
-
-
 def check_id(value: Any, name: str = "memory_id") -> str:
     """An id argument must look like an id before it reaches SQL (a typed error otherwise)."""
-    if not isinstance(value, str) or not 0 < len(value) <= 128 or not _ID.fullmatch(value):
+    if not is_id(value):
         raise ValidationError(f"{name} must be an id (letters, digits and _ . : @ -, 1–128 characters), "
                               f"got {str(value)[:40]!r}", field=name)
     return value

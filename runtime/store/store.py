@@ -46,7 +46,6 @@ if TYPE_CHECKING:
 __all__ = ["MemoryStore", "StoreConfig"]
 
 
-
 def _default_embedder() -> Embedder:
     from ..encoders.onnx import load_default_embedder
     return load_default_embedder()

@@ -21,27 +21,18 @@ Candidates are re-ranked exactly as on SQLite (:func:`runtime.store.ranking.scor
 from __future__ import annotations
 
 from datetime import datetime
-from functools import cache
 from typing import Any
 
 import numpy as np
 
 from ...record.memir import RoleContext
 from .. import tiers
-from ..filters import MemoryFilter
+from ..filters import MemoryFilter, no_filter
 from ..ranking import Hit, RankWeights, SearchResult, score
 from ..row_codec import READ_COLS, row_to_record
 from .tenant import PgTenant
 
 __all__ = ["nearest", "search"]
-
-
-
-@cache
-def _no_filter() -> MemoryFilter:
-    """The empty filter, built at first use: building a pydantic model's validator is most of a cold
-    ``MemoryStore.open`` when done at import."""
-    return MemoryFilter()
 
 _COLS = (f"m.rowid, m.id, m.confidence, m.half_life_s, m.event_time, m.active_role, m.sub_role, m.source_type, "
          f"m.dialog_role, {READ_COLS}")
@@ -92,7 +83,7 @@ def nearest(tenant: PgTenant, now: datetime, q: np.ndarray, k: int) -> list[tupl
     similar first: a search's candidates, neither re-ranked nor parsed."""
     def run() -> list[tuple[str, str, float]]:
         with tenant.tx() as conn:
-            rows = _candidates(tenant, conn, _no_filter(), now, np.asarray(q, np.float32), k)
+            rows = _candidates(tenant, conn, no_filter(), now, np.asarray(q, np.float32), k)
         rows.sort(key=lambda r: float(r[-1]))  # <#>: the negative inner product, best first
         return [(str(r[1]), str(r[9]), -float(r[-1])) for r in rows[:k]]
 

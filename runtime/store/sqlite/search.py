@@ -10,13 +10,12 @@ only the ``k`` records returned.
 from __future__ import annotations
 
 from datetime import datetime
-from functools import cache
 from typing import Any
 
 import numpy as np
 
 from ...record.memir import RoleContext
-from ..filters import MemoryFilter
+from ..filters import MemoryFilter, no_filter
 from ..ranking import Hit, RankWeights, SearchResult, score
 from ..row_codec import READ_COLS, row_to_record
 from .tenant import SqliteTenant
@@ -26,13 +25,6 @@ __all__ = ["nearest", "search"]
 _RANK_COLS = ("m.id, m.confidence, m.half_life_s, m.event_time, m.active_role, m.sub_role, m.source_type, "
               "m.dialog_role")
 _RANKED = 8  # the columns of _RANK_COLS, before the record's when the re-check reads it too
-
-
-@cache
-def _no_filter() -> MemoryFilter:
-    """The empty filter, built at first use: building a pydantic model's validator is most of a cold
-    ``MemoryStore.open`` when done at import."""
-    return MemoryFilter()
 
 
 def search(tenant: SqliteTenant, flt: MemoryFilter, now: datetime, q: np.ndarray, *, k: int, pool: int,
@@ -55,7 +47,7 @@ def nearest(tenant: SqliteTenant, now: datetime, q: np.ndarray, k: int) -> list[
     """The ``k`` most similar memories under the default filter as ``(id, JSON body, cosine)``: the
     cache proposes, one SQL statement re-checks them and reads their bodies (nothing parsed)."""
     with tenant.db.locked():
-        rowids, sims, rows = _proposed(tenant, _no_filter(), now, q, k, "m.id, m.record")
+        rowids, sims, rows = _proposed(tenant, no_filter(), now, q, k, "m.id, m.record")
     return [(*rows[r], s) for r, s in zip(rowids.tolist(), sims.tolist())]
 
 

@@ -23,7 +23,7 @@ from datetime import datetime
 from ..record.memir import MemIR, RoleContext, utcnow
 from .freshness import FreshnessConfig, never_decays
 
-__all__ = ["RankWeights", "ScoreBreakdown", "Hit", "SearchResult", "score", "format_context"]
+__all__ = ["Candidate", "Hit", "RankWeights", "ScoreBreakdown", "SearchResult", "format_context", "score", "top_k"]
 
 
 @dataclass(frozen=True)
@@ -87,21 +87,36 @@ class SearchResult:
     raw: list[tuple[str, float]]
 
 
-def _decay(half_life_s: float | None, event_ts: float, now_ts: float) -> float:
-    # Epoch seconds on both sides (the store's columns hold exactly these floats), so the record
-    # path and the column path of recall compute bit-identical scores.
+Candidate = tuple[float, float, "float | None", float, str, "str | None", "str | None", "str | None"]
+"""What re-ranking reads of a candidate, from the store's columns: ``(cosine, confidence, half-life in
+seconds, event time in epoch seconds, active role, sub-role, source type, dialog role)``."""
+
+
+def _factors(similarity: float, confidence: float, half_life_s: float | None, event_ts: float,
+             active_role: str, sub_role: str | None, now_ts: float, current: RoleContext | None,
+             w: RankWeights, source_type: str | None, dialog_role: str | None,
+             ) -> tuple[float, float, float | None, float]:
+    """``(freshness, role match, role weight, total)`` of one candidate under ``w.rerank``: the one
+    place the score is computed, so a hit's breakdown and the order re-ranking found agree to the bit.
+    Epoch seconds on both sides (the store's columns hold exactly these floats)."""
+    if half_life_s is None and w.freshness is not None and source_type is not None and dialog_role is not None:
+        half_life_s = w.freshness.seconds(source_type, dialog_role)
     if never_decays(half_life_s):
-        return 1.0
-    assert half_life_s is not None
-    return float(0.5 ** (max(now_ts - event_ts, 0.0) / half_life_s))
-
-
-def _role(active_role: str, sub_role: str | None, current: RoleContext | None, w: RankWeights) -> float:
+        fresh = 1.0
+    else:
+        assert half_life_s is not None
+        fresh = float(0.5 ** (max(now_ts - event_ts, 0.0) / half_life_s))
     if current is None or active_role != current.active_role:
-        return 1.0
-    if current.sub_role is not None and sub_role == current.sub_role:
-        return 1.0 + w.full_role_bonus
-    return 1.0 + w.partial_role_bonus
+        rm = 1.0
+    elif current.sub_role is not None and sub_role == current.sub_role:
+        rm = 1.0 + w.full_role_bonus
+    else:
+        rm = 1.0 + w.partial_role_bonus
+    rw = None
+    if w.role_weights is not None:
+        rw = float(w.role_weights.get(sub_role, 0.0)) if sub_role is not None else 0.0
+        rm = max(rm, 1.0 + w.full_role_bonus * min(max(rw, 0.0), 1.0))
+    return fresh, rm, rw, max(similarity, 0.0) * confidence * fresh * rm
 
 
 def score(similarity: float, confidence: float, half_life_s: float | None, event_ts: float,
@@ -111,15 +126,23 @@ def score(similarity: float, confidence: float, half_life_s: float | None, event
     ``source_type`` and ``dialog_role`` pick the default half-life when ``half_life_s`` is None."""
     if not w.rerank:
         return ScoreBreakdown(similarity, 1.0, 1.0, 1.0, max(similarity, 0.0))
-    if half_life_s is None and w.freshness is not None and source_type is not None and dialog_role is not None:
-        half_life_s = w.freshness.seconds(source_type, dialog_role)
-    fresh = _decay(half_life_s, event_ts, now_ts)
-    rm = _role(active_role, sub_role, current, w)
-    rw = None
-    if w.role_weights is not None:
-        rw = float(w.role_weights.get(sub_role, 0.0)) if sub_role is not None else 0.0
-        rm = max(rm, 1.0 + w.full_role_bonus * min(max(rw, 0.0), 1.0))
-    return ScoreBreakdown(similarity, confidence, fresh, rm, max(similarity, 0.0) * confidence * fresh * rm, rw)
+    fresh, rm, rw, total = _factors(similarity, confidence, half_life_s, event_ts, active_role, sub_role,
+                                    now_ts, current, w, source_type, dialog_role)
+    return ScoreBreakdown(similarity, confidence, fresh, rm, total, rw)
+
+
+def top_k(candidates: Sequence[Candidate], now_ts: float, current: RoleContext | None, w: RankWeights,
+          k: int) -> list[tuple[ScoreBreakdown, int]]:
+    """Re-rank a search's candidates (in raw cosine order): the ``k`` best by :func:`score` as
+    ``(breakdown, candidate index)``, best first. Ties go to the higher cosine, then the newer event,
+    then the earlier candidate. Only the ``k`` returned get a breakdown built (a recall's candidate
+    pool is several times ``k``); every total is the one :func:`score` computes."""
+    if w.rerank:
+        totals = [_factors(*c[:6], now_ts, current, w, *c[6:])[3] for c in candidates]
+    else:
+        totals = [max(c[0], 0.0) for c in candidates]
+    order = sorted(range(len(candidates)), key=lambda i: (-totals[i], -candidates[i][0], -candidates[i][3]))
+    return [(score(*candidates[i][:6], now_ts, current, w, *candidates[i][6:]), i) for i in order[:k]]
 
 
 _SOURCE_LABEL = {

@@ -28,7 +28,7 @@ import numpy as np
 from ...record.memir import RoleContext
 from .. import tiers
 from ..filters import MemoryFilter, no_filter
-from ..ranking import Hit, RankWeights, SearchResult, score
+from ..ranking import Hit, RankWeights, SearchResult, top_k
 from ..row_codec import READ_COLS, row_to_record
 from .tenant import PgTenant
 
@@ -59,23 +59,18 @@ def _search(tenant: PgTenant, flt: MemoryFilter, now: datetime, q: np.ndarray, *
         rows = _candidates(tenant, conn, flt, now, np.asarray(q, np.float32), pool)
         if not rows:
             return SearchResult([], [], [])
-        now_ts = now.timestamp()
-        scored = []
-        for raw_rank, r in enumerate(rows):
-            sim = -float(r[-1])  # <#> is the negative inner product; vectors are unit, so this is the cosine
-            _, _, conf, hl, ev, role, sub, src, drole = r[:9]
-            scored.append((score(sim, conf, hl, ev, role, sub, now_ts, context, weights, src, drole), ev, raw_rank, r))
-        scored.sort(key=lambda x: (-x[0].total, -x[0].similarity, -x[1]))  # ties: higher cosine, then newer
-        top = scored[:k]
-        touched = [int(r[0]) for _, _, _, r in top] if touch else []
+        # <#> is the negative inner product; vectors are unit, so its negation is the cosine
+        cands = [(-float(r[-1]), *r[2:9]) for r in rows]
+        top = [(sb, raw_rank, rows[raw_rank]) for sb, raw_rank in top_k(cands, now.timestamp(), context, weights, k)]
+        touched = [int(r[0]) for _, _, r in top] if touch else []
         behind = tenant.db.usage is not None
         if touched and not behind:  # written through: in the search's transaction
             tenant.touch(touched, now)
     if touched and behind:  # written behind: after the transaction (a full buffer applies it then)
         tenant.touch(touched, now)
-    hits = [Hit(row_to_record(*r[9:14]), sb, raw_rank) for sb, _, raw_rank, r in top]
+    hits = [Hit(row_to_record(*r[9:14]), sb, raw_rank) for sb, raw_rank, r in top]
     raw = [(str(r[1]), -float(r[-1])) for r in rows]
-    return SearchResult(hits, [int(r[0]) for _, _, _, r in top], raw)
+    return SearchResult(hits, [int(r[0]) for _, _, r in top], raw)
 
 
 def nearest(tenant: PgTenant, now: datetime, q: np.ndarray, k: int) -> list[tuple[str, str, float]]:

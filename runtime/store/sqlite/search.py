@@ -16,7 +16,7 @@ import numpy as np
 
 from ...record.memir import RoleContext
 from ..filters import MemoryFilter, no_filter
-from ..ranking import Hit, RankWeights, SearchResult, score
+from ..ranking import Hit, RankWeights, SearchResult, top_k
 from ..row_codec import READ_COLS, row_to_record
 from .tenant import SqliteTenant
 
@@ -118,21 +118,17 @@ def _rank(tenant: SqliteTenant, rowids: np.ndarray, sims: np.ndarray, rows: dict
           whole: bool) -> tuple[list[Hit], list[int]]:
     """Re-rank the verified candidates from their columns; parse only the ``k`` records returned (read
     here, or already by the re-check when ``whole``)."""
-    now_ts = now.timestamp()
-    scored = []
-    for raw_rank, (rid, sim) in enumerate(zip(rowids.tolist(), sims.tolist())):
-        _, conf, hl, ev, role, sub, src, drole = rows[rid][:_RANKED]
-        scored.append((score(sim, conf, hl, ev, role, sub, now_ts, context, weights, src, drole), ev, raw_rank, rid))
-    scored.sort(key=lambda x: (-x[0].total, -x[0].similarity, -x[1]))  # ties: higher cosine, then newer
-    top = scored[:k]
+    order = rowids.tolist()
+    cands = [(s, *rows[rid][1:_RANKED]) for rid, s in zip(order, sims.tolist())]
+    top = [(sb, raw_rank, order[raw_rank]) for sb, raw_rank in top_k(cands, now.timestamp(), context, weights, k)]
     if whole:  # the re-check read the records
-        recs = {x[3]: row_to_record(*rows[x[3]][_RANKED:]) for x in top}
+        recs = {rid: row_to_record(*rows[rid][_RANKED:]) for _, _, rid in top}
     else:
         t, tp = tenant.clause(check_only=True)
         marks = ",".join("?" * len(top))
         with tenant.db.read() as conn:
             recs = {r[0]: row_to_record(*r[1:]) for r in conn.execute(
                 f"SELECT m.rowid, {READ_COLS} FROM memories m WHERE {t} AND m.rowid IN ({marks})",
-                tp + [x[3] for x in top])}
-    hits = [Hit(recs[rid], sb, raw_rank) for sb, _, raw_rank, rid in top if rid in recs]
-    return hits, [x[3] for x in top if x[3] in recs]
+                tp + [rid for _, _, rid in top])}
+    hits = [Hit(recs[rid], sb, raw_rank) for sb, raw_rank, rid in top if rid in recs]
+    return hits, [rid for _, _, rid in top if rid in recs]

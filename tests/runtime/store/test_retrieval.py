@@ -13,7 +13,7 @@ from conftest import EMBED_DIM, file_bytes, unit_vectors
 
 from runtime import MemoryStore, RoleContext, format_context
 from runtime.errors import ValidationError
-from runtime.store.ranking import RankWeights, score
+from runtime.store.ranking import RankWeights, score, top_k
 
 
 def at_similarity(sim: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -133,6 +133,28 @@ def test_breakdown_multiplies_to_total_and_matches_the_record_path(store: Memory
     for x, y in zip(ref, hits):
         assert x[4] == pytest.approx(y.score.total, rel=1e-6)
 
+
+
+@pytest.mark.parametrize("weights", [RankWeights(), RankWeights(role_weights={"a": 1.0, "b": 0.3}),
+                                     RankWeights(rerank=False), RankWeights(freshness=None)],
+                         ids=["default", "role-weights", "no-rerank", "no-default-half-lives"])
+def test_top_k_is_scoring_every_candidate_and_sorting(weights: RankWeights, rng: np.random.Generator) -> None:
+    """Re-ranking builds breakdowns for the k it returns only; its order and its breakdowns must be
+    those of scoring every candidate with ``score`` and sorting (ties: cosine, then newer, then raw order)."""
+    now_ts = 1.8e9
+    sims = rng.choice([0.9, 0.5, 0.5, -0.2, 0.31], 60)  # repeated cosines and totals: the tie rules decide
+    cands = [(float(s), float(rng.choice([1.0, 0.6])), [None, 3600.0, 1e12][i % 3], now_ts - float(rng.choice([0, 7200])),
+              ["billing", "support"][i % 2], ["a", "b", None][i % 4 % 3], ["direct_interaction", "external_ingest"][i % 2],
+              ["user", "assistant", "tool"][i % 3]) for i, s in enumerate(sims)]
+    ctx = RoleContext(active_role="billing", sub_role="a")
+    every = [score(*c[:6], now_ts, ctx, weights, *c[6:]) for c in cands]
+    want = sorted(range(len(cands)), key=lambda i: (-every[i].total, -every[i].similarity, -cands[i][3]))[:10]
+    got = top_k(cands, now_ts, ctx, weights, 10)
+    assert [i for _, i in got] == want
+    assert [sb for sb, _ in got] == [every[i] for i in want]
+    assert top_k(cands[:3], now_ts, None, weights, 10) == sorted(
+        [(score(*c[:6], now_ts, None, weights, *c[6:]), i) for i, c in enumerate(cands[:3])],
+        key=lambda x: (-x[0].total, -x[0].similarity, -cands[x[1]][3]))
 
 def test_explain_logs_query_filters_raw_and_final_with_the_query_redacted(store: MemoryStore) -> None:
     me = store.scope(user_id="alice")

@@ -136,13 +136,17 @@ def top_k(candidates: Sequence[Candidate], now_ts: float, current: RoleContext |
     """Re-rank a search's candidates (in raw cosine order): the ``k`` best by :func:`score` as
     ``(breakdown, candidate index)``, best first. Ties go to the higher cosine, then the newer event,
     then the earlier candidate. Only the ``k`` returned get a breakdown built (a recall's candidate
-    pool is several times ``k``); every total is the one :func:`score` computes."""
+    pool is several times ``k``), from the factors its total was ranked by."""
     if w.rerank:
-        totals = [_factors(*c[:6], now_ts, current, w, *c[6:])[3] for c in candidates]
-    else:
-        totals = [max(c[0], 0.0) for c in candidates]
-    order = sorted(range(len(candidates)), key=lambda i: (-totals[i], -candidates[i][0], -candidates[i][3]))
-    return [(score(*candidates[i][:6], now_ts, current, w, *candidates[i][6:]), i) for i in order[:k]]
+        factors = [_factors(*c[:6], now_ts, current, w, *c[6:]) for c in candidates]
+    else:  # untyped retrieval: every factor 1, as score() gives it
+        factors = [(1.0, 1.0, None, max(c[0], 0.0)) for c in candidates]
+    order = sorted(range(len(candidates)), key=lambda i: (-factors[i][3], -candidates[i][0], -candidates[i][3]))
+    out = []
+    for i in order[:k]:
+        fresh, rm, rw, total = factors[i]
+        out.append((ScoreBreakdown(candidates[i][0], candidates[i][1] if w.rerank else 1.0, fresh, rm, total, rw), i))
+    return out
 
 
 _SOURCE_LABEL = {

@@ -123,6 +123,12 @@ class PgDB:
         if self.usage is not None and self.usage.pending and not self.in_transaction:
             self.usage.flush()
 
+    def erase_usage(self) -> None:
+        """A deletion happened: apply the pending recall accesses and zero the journal that held them
+        (by the buffer's flusher thread, once free, from inside a scoped transaction)."""
+        if self.usage is not None:
+            self.usage.erase(wait=not self.in_transaction)
+
     def apply_usage(self, accesses: Accesses) -> None:
         """Recall accesses ``{(user, agent): [(rowid, count, latest time)]}`` in one transaction as
         the app role, each scope's statement confined to it by row-level security (the transaction
@@ -389,7 +395,7 @@ class PgDB:
         Raises:
             DeletionPendingError: the rows are deleted but the scrub could not run (the message says why).
         """
-        self.flush_usage()  # and so erase the journal's lines about the user's rows
+        self.erase_usage()  # the journal's lines about the user's rows applied, then zeroed
         with self.admin() as conn:
             n = int(conn.execute("SELECT count(*) FROM memories WHERE user_id = %s", (user_id,)).fetchone()[0])
             for table in ("recall_log", "feedback", "decisions", "memories", "scopes"):  # cascades take the children
@@ -413,7 +419,7 @@ class PgDB:
             DeletionPendingError: a table's lock could not be had within ``wait_s``; the rows are
                 deleted (invisible to every reader) but their bytes are still in that table's file.
         """
-        self.flush_usage()
+        self.erase_usage()
         import psycopg
 
         self.check_open()

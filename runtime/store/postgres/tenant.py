@@ -114,9 +114,12 @@ class PgTenant(SqlTenant):
 
     def release_freed(self, wait_s: float, *, required: bool) -> None:
         """A required scrub rewrites the tables (``VACUUM (FULL)`` + ``CHECKPOINT``, ``PgDB.scrub``); a
-        decision's deletions leave that to the next scrub (it is too heavy to run per decision)."""
+        decision's deletions leave that to the next scrub (it is too heavy to run per decision). The
+        usage journal is zeroed either way."""
         if required:
-            self.db.scrub(wait_s)
+            self.db.scrub(wait_s)  # it zeroes the journal first
+        else:
+            self.db.erase_usage()
 
 
 def _returned_rowids(cur: Any) -> list[int]:

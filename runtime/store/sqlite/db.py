@@ -144,6 +144,12 @@ class SqliteDB:
         if self.usage is not None and self.usage.pending and not getattr(self._held, "n", 0):
             self.usage.flush()
 
+    def erase_usage(self) -> None:
+        """A deletion happened: apply the pending recall accesses and zero the journal that held them
+        (by the buffer's flusher thread, once free, when this thread holds the store's lock)."""
+        if self.usage is not None:
+            self.usage.erase(wait=not getattr(self._held, "n", 0))
+
     def apply_usage(self, accesses: Accesses) -> None:
         """Recall accesses ``{(user, agent): [(rowid, count, latest time)]}`` in one transaction,
         each row matched with its scope (rows since deleted are simply not there)."""
@@ -249,7 +255,7 @@ class SqliteDB:
         Raises:
             DeletionPendingError: a reader kept the WAL busy for more than ``wait_s`` seconds.
         """
-        self.flush_usage()
+        self.erase_usage()
         with self.read() as conn:
             if self.in_memory:
                 conn.execute("VACUUM")
@@ -373,7 +379,7 @@ class SqliteDB:
         Raises:
             DeletionPendingError: a reader kept the old bytes in the WAL past ``wait_s``.
         """
-        self.flush_usage()  # and so erase the journal's lines about the user's rows
+        self.erase_usage()  # the journal's lines about the user's rows applied, then zeroed
         with self.transaction() as conn:
             n = conn.execute("SELECT count(*) FROM memories WHERE user_id=?", (user_id,)).fetchone()[0]
             conn.execute("DELETE FROM memories WHERE user_id=?", (user_id,))

@@ -115,7 +115,8 @@ class SqliteTenant(SqlTenant):
 
     def release_freed(self, wait_s: float, *, required: bool) -> None:
         """Freed cells are already zeroed (``secure_delete``); truncate the WAL so the old page images
-        leave it too, waiting up to ``wait_s`` for readers still using it."""
+        leave it too, waiting up to ``wait_s`` for readers still using it; zero the usage journal."""
+        self.db.erase_usage()
         self.db.checkpoint(wait_s, required=required)
 
     def vectors_of(self, rowids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

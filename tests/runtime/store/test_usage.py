@@ -6,6 +6,7 @@ deleted."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -50,7 +51,8 @@ def test_another_operation_of_the_store_object_sees_every_recall(make_store: Cal
     assert _count(other, m.id) == 0          # pending in the first object
     assert _count(st, m.id) == 3             # its own read applies them first
     assert _count(other, m.id) == 3
-    assert _journals(st) == []               # applied: the journal erased (the other object made none)
+    assert [len(_journals(s)) for s in (st, other)] == [1, 1]  # applied, but kept for the object's life
+    assert not st.backend.usage.pending
 
 
 def _recalled_once(make_store: Callable[..., MemoryStore], flush_s: float) -> tuple[MemoryStore, MemoryStore, str]:
@@ -138,6 +140,37 @@ def test_a_deletion_erases_the_journal(make_store: Callable[..., MemoryStore], h
         me.forget(m.id, cascade="delete")
     else:
         st.forget_user("alice")
-    assert not journal.exists() and _journals(st) == []  # applied, then zeroed, synced and deleted
-    assert peek.read_bytes() == b""
+    assert _journals(st) == [journal]          # the object's journal, applied, then zeroed and synced
+    assert b"alice" not in peek.read_bytes() and b"[" not in peek.read_bytes()
     assert not st.backend.usage.pending
+
+
+def test_closing_erases_and_deletes_the_journal(make_store: Callable[..., MemoryStore], tmp_path: Path) -> None:
+    st = make_store("u", config=HOLD)
+    me = st.scope(user_id="alice")
+    m = me.write("the invoice is due on Friday")
+    me.recall("invoice due", k=1)
+    (journal,) = _journals(st)
+    peek = tmp_path / "peek"
+    os.link(journal, peek)
+    st.close()
+    assert not journal.exists() and peek.read_bytes() == b""
+    assert _count(make_store("u", config=HOLD), m.id) == 1
+
+
+def test_a_journal_of_the_first_layout_is_applied(make_store: Callable[..., MemoryStore]) -> None:
+    """A process of an older memir that died left one file per batch, ``[user, agent, time, [rowid…]]``
+    lines without a header: the next store opened applies it all (a torn last line skipped)."""
+    st = make_store("u", config=HOLD)
+    me = st.scope(user_id="alice")
+    m = me.write("the invoice is due on Friday")
+    me.recall("invoice due", k=1)
+    (journal,) = _journals(st)
+    line = journal.read_bytes().splitlines()[1]  # after the header: [generation, user, agent, time, rowids]
+    rowid = json.loads(line.rpartition(b"\t")[0])[4][0]
+    st.close()                                 # applies the one access
+    old = journal.parent / "1-0123456789ab.jnl"
+    old.write_text(f'["alice","default",{time.time()},[{rowid}]]\n' * 2 + '["alice","def')
+    again = make_store("u", config=HOLD)
+    assert _count(again, m.id) == 3
+    assert _journals(again) == []

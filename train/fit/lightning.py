@@ -59,7 +59,7 @@ from pytorch_lightning.callbacks import EarlyStopping, ModelCheckpoint
 from pytorch_lightning.loggers import CSVLogger
 
 from runtime.errors import ValidationError
-from utilitynet.features import AMBIENT_FEATURES, DYNAMIC_FEATURES, FeatureSpec
+from utilitynet.features import AMBIENT_FEATURES, DYNAMIC_FEATURES, KIND_FEATURES, FeatureSpec
 from utilitynet.model import UtilityNet, UtilityNetConfig
 
 from ..dataset.groups import FitData
@@ -69,7 +69,8 @@ __all__ = ["INPUTS", "OBJECTIVES", "FitConfig", "FitResult", "UtilityDataModule"
            "group_recall", "roc_auc", "run"]
 
 OBJECTIVES = ("listwise", "pairwise", "pointwise")
-INPUTS: dict[str, tuple[str, ...]] = {"all": (), "events": AMBIENT_FEATURES, "static": DYNAMIC_FEATURES}
+INPUTS: dict[str, tuple[str, ...]] = {"all": (), "events": AMBIENT_FEATURES, "static": DYNAMIC_FEATURES,
+                                      "portable": KIND_FEATURES}
 """``FitConfig.inputs`` → the named features the model does not read."""
 
 _ACCELERATORS = ("cpu", "gpu", "cuda", "mps", "tpu", "auto")
@@ -105,7 +106,8 @@ class FitConfig:
             similarity to the other memories held), so a utility changes only when something happens to the
             memory or to the task (a recall, a flag, a declared TTL or half-life, a goal or stage); or
             ``"static"``: none that change after a memory is written
-            (:data:`utilitynet.features.DYNAMIC_FEATURES`).
+            (:data:`utilitynet.features.DYNAMIC_FEATURES`); or ``"portable"``: not the ones that tell the
+            kind of conversation apart (:data:`utilitynet.features.KIND_FEATURES`).
         accelerator: Lightning accelerator: "cpu" | "gpu" | "cuda" | "mps" | "tpu" | "auto".
         devices: devices per node (int ≥ 1, a list of ids, or "auto").
         strategy: Lightning strategy ("auto", "ddp", "ddp_spawn", "fsdp", …).

@@ -274,12 +274,13 @@ def test_same_seed_same_model(tmp_path: Path) -> None:
     assert c.best_val_loss != a.best_val_loss
 
 
-@pytest.mark.parametrize("inputs", ["events", "static"])
+@pytest.mark.parametrize("inputs", ["events", "static", "portable"])
 def test_inputs_leave_out_the_features_that_drift(tmp_path: Path, inputs: str) -> None:
     """A model fit with ``inputs="events"`` does not move when only the clock or the other memories
     held change (age, position, redundancy, recent context: AMBIENT_FEATURES), and still reads what
-    happens to a memory (a recall); ``"static"`` reads neither."""
-    from utilitynet.features import AMBIENT_FEATURES, DYNAMIC_FEATURES, FEATURE_NAMES
+    happens to a memory (a recall); ``"static"`` reads neither; ``"portable"`` reads all of them but
+    not what tells the kind of conversation apart (KIND_FEATURES)."""
+    from utilitynet.features import AMBIENT_FEATURES, DYNAMIC_FEATURES, FEATURE_NAMES, KIND_FEATURES
 
     data = _synthetic(2, episodes=10, decisions=2, items=20)
     res = run(FitConfig(batch_size=100, max_epochs=2, seed=0, hidden=(16,), inputs=inputs), data, spec=SPEC,
@@ -294,8 +295,10 @@ def test_inputs_leave_out_the_features_that_drift(tmp_path: Path, inputs: str) -
                 z[:, FEATURE_NAMES.index(name)] += 3.0
             return any(not torch.allclose(a, b) for a, b in zip(res.model(z), base, strict=True))
 
-        assert not moved(AMBIENT_FEATURES)
-        assert moved(("access_count_log", "accessed")) == (inputs == "events")
+        assert moved(AMBIENT_FEATURES) == (inputs == "portable")
+        assert moved(("access_count_log", "accessed")) == (inputs != "static")
         assert not moved(DYNAMIC_FEATURES) if inputs == "static" else moved(DYNAMIC_FEATURES)
+        assert moved(KIND_FEATURES) == (inputs != "portable")
         assert moved(("chars_log", "ctx_prev_q"))
-    assert res.model.config.ignore == {"events": AMBIENT_FEATURES, "static": DYNAMIC_FEATURES}[inputs]
+    ignored = {"events": AMBIENT_FEATURES, "static": DYNAMIC_FEATURES, "portable": KIND_FEATURES}[inputs]
+    assert res.model.config.ignore == ignored

@@ -273,7 +273,7 @@ class _Journal:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
         _lock_file(fd, block=True)
         j = cls(path, fd, _HEADER, 0)
-        j._write_header()
+        j.write_header()
         return j
 
     @classmethod
@@ -305,7 +305,7 @@ class _Journal:
         pending) the next line overwrites the first. No sync: a crash of the machine before the page
         is written out counts the batch twice, never less."""
         self.applied = max(self.applied, gen)
-        self._write_header()
+        self.write_header()
         if rewind:
             self.pos = _HEADER
 
@@ -335,7 +335,7 @@ class _Journal:
         """Overwrite every byte ever written with zeros and sync; the journal starts again, empty."""
         _zero(self.fd, self.high)
         self.pos = self.high = _HEADER
-        self._write_header()
+        self.write_header()
 
     def remove(self) -> None:
         """Zero, sync, truncate, delete and close."""
@@ -350,7 +350,8 @@ class _Journal:
         """Close (and so unlock) without touching the file."""
         os.close(self.fd)
 
-    def _write_header(self) -> None:
+    def write_header(self) -> None:
+        """Record :attr:`applied` in the header (one small write, no sync)."""
         os.pwrite(self.fd, _MAGIC + b"%016x\n" % self.applied, 0)
 
 

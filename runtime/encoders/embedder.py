@@ -14,11 +14,11 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Callable, Sequence
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from ..errors import VectorError
+from ..errors import EncoderUnavailableError, VectorError
 
 __all__ = ["Embedder", "HashEmbedder", "LazyEmbedder", "check_vector", "l2_normalize"]
 
@@ -49,32 +49,55 @@ class LazyEmbedder:
     Args:
         factory: builds the real encoder.
         embedder: an encoder to use right away instead.
+        declared: ``(encoder_id, dim)`` the factory's encoder will have, known without building it
+            (``None`` when unknown), so that work given precomputed vectors never builds it; the
+            encoder built later must match, or ``EncoderUnavailableError`` is raised.
     """
 
-    def __init__(self, factory: Callable[[], Embedder], embedder: Embedder | None = None) -> None:
-        self._factory, self._inner = factory, embedder
+    def __init__(self, factory: Callable[[], Embedder], embedder: Embedder | None = None,
+                 declared: Callable[[], tuple[str, int] | None] | None = None) -> None:
+        self._factory, self._inner, self._declare = factory, embedder, declared
+        self._declared: tuple[str, int] | None = None
 
     @property
     def inner(self) -> Embedder:
         """The real encoder (built now if needed)."""
         if self._inner is None:
-            self._inner = self._factory()
+            inner = self._factory()
+            if self._declared is not None and (inner.encoder_id, inner.dim) != self._declared:
+                raise EncoderUnavailableError(
+                    f"the encoder loaded is {inner.encoder_id} ({inner.dim}-d), but this store was told "
+                    f"{self._declared[0]} ({self._declared[1]}-d) when it opened: its directory changed while "
+                    f"the store was open. Open the store again")
+            self._inner = inner
         return self._inner
 
     def replace(self, embedder: Embedder) -> None:
         """Use another encoder from now on (``MemoryStore.reembed``)."""
         self._inner = embedder
 
+    def _known(self) -> tuple[str, int] | None:
+        """What the encoder is declared to be, while it is not built."""
+        if self._inner is not None or self._declare is None:
+            return None
+        if self._declared is None:
+            self._declared = self._declare()
+            if self._declared is None:
+                self._declare = None  # nothing declared: build it
+        return self._declared
+
     @property
     def encoder_id(self) -> str:
-        return self.inner.encoder_id
+        known = self._known()
+        return known[0] if known is not None else self.inner.encoder_id
 
     @property
     def dim(self) -> int:
-        return self.inner.dim
+        known = self._known()
+        return known[1] if known is not None else self.inner.dim
 
-    def encode(self, texts: Sequence[str], *, batch_size: int = 64) -> np.ndarray:
-        return self.inner.encode(texts, batch_size=batch_size)
+    def encode(self, texts: Sequence[str], **kwargs: Any) -> np.ndarray:
+        return self.inner.encode(texts, **kwargs)  # as called: a caller's encoder may take no batch_size
 
 
 def l2_normalize(x: np.ndarray) -> np.ndarray:

@@ -26,7 +26,6 @@ Example:
 from __future__ import annotations
 
 import importlib.util
-import os
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -41,6 +40,7 @@ from tokenizers import Encoding, Tokenizer
 from ..distribution import pip_extra
 from ..errors import EncoderIntegrityError, EncoderUnavailableError, ValidationError, check_text
 from ..integrity import file_sha256 as _sha256
+from .default import CARD_FILE, DEFAULT_ENCODER_ID, ENV_DIR, default_encoder_dir
 from .embedder import l2_normalize
 
 __all__ = [
@@ -54,17 +54,10 @@ __all__ = [
     "load_default_embedder",
 ]
 
-#: Id of the default encoder. The ONNX and the sentence-transformers paths share it on purpose: their
-#: vectors agree to ≤ 1e-5, so switching between them must not force a ``memir reembed``.
-DEFAULT_ENCODER_ID = "sentence-transformers/all-MiniLM-L6-v2"
-
 MODEL_FILE = "model.onnx"
 TOKENIZER_FILE = "tokenizer.json"
-CARD_FILE = "encoder.json"
 #: The exact file set of an exported encoder directory.
 ENCODER_FILES = (MODEL_FILE, TOKENIZER_FILE, CARD_FILE)
-
-_ENV_DIR = "MEMIR_ENCODER_DIR"
 
 
 class EncoderCard(pydantic.BaseModel):
@@ -116,22 +109,11 @@ class OnnxEncoderConfig:
             raise ValidationError(msg, field=f"OnnxEncoderConfig.{problems[0][0]}", problems=problems)
 
 
-def default_encoder_dir() -> Path:
-    """Where the default encoder lives.
-
-    ``$MEMIR_ENCODER_DIR`` if set (read at call time), else ``~/.cache/memir/encoders/all-MiniLM-L6-v2``.
-    """
-    env = os.environ.get(_ENV_DIR)
-    if env:
-        return Path(env).expanduser()
-    return Path.home() / ".cache" / "memir" / "encoders" / "all-MiniLM-L6-v2"
-
-
 def encoder_remedy(model_dir: Path | None = None) -> str:
     """The sentence that tells a user how to get an encoder into ``model_dir`` (used in error messages)."""
     target = Path(model_dir) if model_dir is not None else default_encoder_dir()
     out = "" if target == default_encoder_dir() else f" --out {target}"
-    text = f"Build it once with `memir encoder install{out}`, or set {_ENV_DIR} to an encoder directory."
+    text = f"Build it once with `memir encoder install{out}`, or set {ENV_DIR} to an encoder directory."
     # find_spec looks on disk without importing anything.
     if importlib.util.find_spec("onnx") is None:
         text += f" The build needs onnx: {pip_extra('encoder')} (no torch)."

@@ -44,8 +44,9 @@ class StoreServices:
 
     @property
     def embedder(self) -> Embedder:
-        """The encoder in use (loaded lazily; raises ``EncoderUnavailableError`` with the remedy)."""
-        return self._embedder.inner
+        """The encoder in use: loaded at its first text (``EncoderUnavailableError``, with the remedy, if
+        it cannot be); its id and width come from its card until then (:class:`LazyEmbedder`)."""
+        return self._embedder
 
     @property
     def assembler(self) -> ContextAssembler:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..annotate.assembler import ContextAssembler
+from ..encoders.default import declared_default
 from ..encoders.embedder import Embedder, LazyEmbedder
 from ..errors import NotFoundError, ValidationError
 from ..experiments.design import Arm as _Arm
@@ -83,7 +84,7 @@ class MemoryStore:
             ValidationError: the path is a directory, not a memir store, or from a newer memir.
         """
         cfg = config or StoreConfig()
-        lazy = LazyEmbedder(_default_embedder, embedder)
+        lazy = LazyEmbedder(_default_embedder, embedder, declared=declared_default)
         db: StoreBackend
         if is_postgres_url(path):
             from .postgres.backend import PgStoreBackend  # psycopg lives in the `postgres` extra

@@ -35,6 +35,7 @@ from runtime.errors import (
     EncoderUnavailableError,
     MissingDependencyError,
     ValidationError,
+    VectorError,
 )
 
 REPO = Path(__file__).resolve().parents[3]
@@ -273,3 +274,58 @@ def test_build_is_deterministic_replaces_in_place_and_records_parity(tmp_path: P
     assert again.onnx_sha256 == first.onnx_sha256  # the torch-free build is byte-for-byte deterministic
     assert again.parity_max_abs_diff == diff <= 1e-5
     assert sorted(p.name for p in tmp_path.iterdir()) == ["enc"]  # no temp or backup dirs left behind
+
+
+# --- precomputed vectors never load the encoder -----------------------------------------------------------
+
+def test_a_store_given_vectors_never_loads_the_encoder(encoder_dir: Path, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The id and width a vector needs come from the encoder's card (``runtime.encoders.default``):
+    write and recall with precomputed vectors work while loading the model would fail, and the vectors
+    carry the id the loaded encoder reports."""
+    import runtime.encoders.onnx as mod
+    from runtime import MemoryStore
+
+    monkeypatch.setenv("MEMIR_ENCODER_DIR", str(encoder_dir))
+    loaded = OnnxEncoder(encoder_dir)
+
+    def refuse(**_: object) -> OnnxEncoder:
+        raise AssertionError("the encoder was loaded")
+
+    monkeypatch.setattr(mod, "load_default_embedder", refuse)
+    rng = np.random.default_rng(0)
+    v = rng.normal(size=(2, loaded.dim)).astype(np.float32)
+    with MemoryStore.open(tmp_path / "s.sqlite") as st:
+        me = st.scope(user_id="alice")
+        m = me.write("the invoice is due on Friday", embedding=v[0])
+        assert me.recall(v[0], k=1)[0].record.id == m.id
+        with pytest.raises(VectorError, match=str(loaded.dim)):
+            me.recall(v[0][:10], k=1)
+        monkeypatch.setattr(mod, "load_default_embedder", lambda **_: loaded)
+        assert me.recall("invoice due", k=1)[0].record.id == m.id  # a text: now it loads
+        assert st.backend.stats()["encoders"] == {loaded.encoder_id: 1}  # the id the card declared is the model's
+
+
+def test_an_encoder_unlike_its_declaration_is_refused(encoder_dir: Path, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from runtime.encoders.embedder import HashEmbedder, LazyEmbedder
+
+    lazy = LazyEmbedder(lambda: HashEmbedder(dim=16), declared=lambda: ("someone/else", 16))
+    assert (lazy.encoder_id, lazy.dim) == ("someone/else", 16)  # declared, nothing built
+    with pytest.raises(EncoderUnavailableError, match="changed while the store was open"):
+        lazy.encode(["hello"])
+    undeclared = LazyEmbedder(lambda: HashEmbedder(dim=16), declared=lambda: None)
+    assert undeclared.dim == 16  # no card: built to answer
+
+
+@pytest.mark.parametrize("card", ["", "[]", '{"encoder_id": "", "dim": 384}', '{"encoder_id": "x", "dim": true}',
+                                  '{"encoder_id": "x"}'])
+def test_a_card_that_is_not_an_export_declares_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                       card: str) -> None:
+    from runtime.encoders.default import declared_default
+
+    (tmp_path / "encoder.json").write_text(card)
+    monkeypatch.setenv("MEMIR_ENCODER_DIR", str(tmp_path))
+    assert declared_default() is None
+    (tmp_path / "encoder.json").write_text('{"encoder_id": "x", "dim": 8}')
+    assert declared_default() == ("x", 8)

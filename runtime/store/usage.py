@@ -31,9 +31,10 @@ deletes the file.
 It pays for read-heavy processes (PostgreSQL, 8 client processes, 100k memories: recall p50
 14.2–14.5 → 11.4–12.3 ms). An agent that alternates one recall and one write moves the update to the
 write: with a journal file per batch, zeroed and synced once applied, that cost a sync per write
-(SQLite, 1,000 memories, medians of 4 alternating runs: 6.53 ms per recall + write behind against
-5.09 through); with the one long-lived journal, 5.12 against 5.10. Off by default: other processes
-see a recall's accesses up to ``usage_flush_s`` late.
+(SQLite, 1,000 memories, medians of 4 alternating runs: 6.29 ms per recall + write behind against
+4.25 through); with the one long-lived journal, 4.59 against 4.14, and a recall alone 1.12 ms against
+1.41. Off by default: other processes see a recall's accesses up to ``usage_flush_s`` late, and the
+journal (scope ids, row numbers, times) is a file outside the store.
 """
 from __future__ import annotations
 

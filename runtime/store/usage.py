@@ -149,8 +149,8 @@ class UsageBuffer:
         applying takes) the flusher thread does it as soon as that lock is free, and so does this
         object's next operation, whichever comes first."""
         with self._lock:
-            if self._journal is None and not self._n:
-                return
+            if (self._journal is None or self._journal.blank) and not self._n:
+                return  # nothing was ever written there since it was last zeroed
             self._erase_due = True
             if not wait:
                 self._since = time.monotonic() - self.flush_s  # due now
@@ -295,6 +295,11 @@ class _Journal:
         os.pwrite(self.fd, data, self.pos)  # a crash leaves whole lines (and perhaps a torn last one)
         self.pos += len(data)
         self.high = max(self.high, self.pos)
+
+    @property
+    def blank(self) -> bool:
+        """No line was written since it was made or last zeroed."""
+        return self.high <= _HEADER
 
     def seal(self) -> int:
         """End the current generation (a batch takes it); returns it."""

@@ -395,7 +395,7 @@ class PgDB:
         Raises:
             DeletionPendingError: the rows are deleted but the scrub could not run (the message says why).
         """
-        self.erase_usage()  # the journal's lines about the user's rows applied, then zeroed
+        self.flush_usage()  # the journal's lines about the user's rows applied (the scrub below zeroes it)
         with self.admin() as conn:
             n = int(conn.execute("SELECT count(*) FROM memories WHERE user_id = %s", (user_id,)).fetchone()[0])
             for table in ("recall_log", "feedback", "decisions", "memories", "scopes"):  # cascades take the children

@@ -379,7 +379,7 @@ class SqliteDB:
         Raises:
             DeletionPendingError: a reader kept the old bytes in the WAL past ``wait_s``.
         """
-        self.erase_usage()  # the journal's lines about the user's rows applied, then zeroed
+        self.flush_usage()  # the journal's lines about the user's rows applied (the scrub below zeroes it)
         with self.transaction() as conn:
             n = conn.execute("SELECT count(*) FROM memories WHERE user_id=?", (user_id,)).fetchone()[0]
             conn.execute("DELETE FROM memories WHERE user_id=?", (user_id,))

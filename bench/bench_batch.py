@@ -38,10 +38,10 @@ from batch_dumps import write_jsonl, write_parquet  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _score(dump: Path, out: Path, engine: str = "local", **kw: Any) -> dict[str, Any]:
+def _score(dump: Path, out: Path, engine: str = "local", redundancy: str = "none", **kw: Any) -> dict[str, Any]:
     from runtime.batch import ScoreConfig, score_dump
 
-    cfg = ScoreConfig(capacity=200, redundancy="none", **kw)
+    cfg = ScoreConfig(capacity=200, redundancy=redundancy, **kw)
     return score_dump(dump, out, cfg, progress=False, engine=engine)
 
 
@@ -219,6 +219,7 @@ def main(argv: list[str] | None = None) -> int:
               f"columnar / model alone: {local['records_per_s'] / mlp:.3f}   (goal: 200,000 records/s)")
 
         res["parquet"]["stored_context"] = _stored_context_section(tmp, pq_big, a.n, local)
+        res["parquet"]["default_options"] = _default_options_section(tmp, pq_big)
 
         js = tmp / "d.jsonl"
         t = time.perf_counter()
@@ -286,6 +287,37 @@ def _stored_context_section(tmp: Path, bare: Path, n: int, first: dict[str, Any]
           f"max |model utility difference| {diff:.1e}")
     return {"stored": stored, "computed": computed, "ratio": float(np.median(rs) / np.median(rc)),
             "same_actions": same, "max_model_utility_diff": diff, "write_s": round(made, 1)}
+
+
+def _default_options_section(tmp: Path, dump: Path) -> dict[str, Any]:
+    """The CLI's default options (redundancy features within each scope; the figures above leave them
+    out) with each decider process's BLAS limited to its share of the CPUs, as memir runs it, against
+    the same run with BLAS on every CPU in every process (the code before the limit) [baseline],
+    alternated twice; the decisions must agree."""
+    import pyarrow.parquet as pq
+
+    from runtime.batch import processes
+
+    limited, unlimited = [], []
+    share = processes.worker_threads
+    for _ in range(2):
+        limited.append(_score(dump, tmp / "ol.parquet", redundancy="batch"))
+        processes.worker_threads = lambda workers: share(1)  # type: ignore[assignment]
+        try:
+            unlimited.append(_score(dump, tmp / "ou.parquet", redundancy="batch"))
+        finally:
+            processes.worker_threads = share  # type: ignore[assignment]
+    a = pq.read_table(tmp / "ol.parquet", columns=["id", "model_utility", "action"]).sort_by("id")
+    b = pq.read_table(tmp / "ou.parquet", columns=["id", "model_utility", "action"]).sort_by("id")
+    diff = float(np.abs(np.asarray(a.column("model_utility").to_numpy()) - np.asarray(b.column("model_utility").to_numpy())).max())
+    same = a.column("id").equals(b.column("id")) and a.column("action").equals(b.column("action"))
+    rl, ru = [r["records_per_s"] for r in limited], [r["records_per_s"] for r in unlimited]
+    print(f"  default options (redundancy features), decider BLAS limited to its share of the CPUs: "
+          f"{', '.join(f'{x:,.0f}' for x in rl)} records/s; BLAS on every CPU in every decider: "
+          f"{', '.join(f'{x:,.0f}' for x in ru)} records/s  [baseline]; ratio of medians "
+          f"{np.median(rl) / np.median(ru):.2f}x; decisions the same: {same}, max |model utility difference| {diff:.1e}")
+    return {"limited": limited, "unlimited": unlimited, "ratio": float(np.median(rl) / np.median(ru)),
+            "same_actions": same, "max_model_utility_diff": diff}
 
 
 def _plot(res: dict[str, Any], path: Path) -> None:

@@ -27,16 +27,16 @@ from __future__ import annotations
 import functools
 import os
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 
-from ..errors import MissingDependencyError, ValidationError, WorkerError
+from ..errors import MissingDependencyError, ValidationError
 from ..record.memir import utcnow
 from .config import ENGINES, FILE_SHIFT, ScoreConfig, duplicate_reason, scope_failure_text
+from .processes import in_processes
 from .quarantine import Quarantine
 
 __all__ = ["ScoreConfig", "score_dump"]
@@ -125,35 +125,6 @@ class OutputWriter:
             self.tmp.unlink(missing_ok=True)
 
 
-T = TypeVar("T")
-
-
-def _in_processes(items: Iterable[T], job: Callable[[T], tuple[Callable[..., Any], tuple[Any, ...]]], workers: int,
-                  noun: str, verb: str, *, initializer: Callable[..., None] | None = None,
-                  initargs: tuple[Any, ...] = ()) -> Iterator[tuple[T, Any]]:
-    """Each item with the result of its job (``job(item)`` = ``(function, args)``), in item order,
-    run by ``workers`` spawned processes at most ``2 × workers`` items ahead, so memory stays bounded."""
-    import multiprocessing as mp
-    from concurrent.futures.process import BrokenProcessPool
-
-    try:
-        with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"), initializer=initializer,
-                                 initargs=initargs) as pool:
-            pending: list[tuple[T, Future[Any]]] = []
-            for item in items:
-                fn, args = job(item)
-                pending.append((item, pool.submit(fn, *args)))
-                if len(pending) >= 2 * workers:
-                    i0, f0 = pending.pop(0)
-                    yield i0, f0.result()
-            for i0, f0 in pending:
-                yield i0, f0.result()
-    except BrokenProcessPool as e:
-        raise WorkerError(f"a {noun} process died ({e}). If score_dump is called from a script, put the call "
-                          "under `if __name__ == \"__main__\":` (the processes are started with spawn), or pass "
-                          f"ScoreConfig(workers=1) to {verb} in this process; if memory ran out, lower --memory-mb") from e
-
-
 def _read_in_worker(chunk: Any, dim: int) -> Any:
     from .read import read_chunk
     return read_chunk(chunk, dim)
@@ -169,7 +140,7 @@ def _results(chunks: Iterator[Any], dim: int, workers: int) -> Iterator[Any]:
             for part in read_chunk_parts(c, dim):
                 yield c, part
         return
-    yield from _in_processes(chunks, lambda c: (_read_in_worker, (c, dim)), workers, "reader", "read")
+    yield from in_processes(chunks, lambda c: (_read_in_worker, (c, dim)), workers, "reader", "read")
 
 
 _DECIDER: Any = None  # a decider process's ScopeDecider, made once by _start_decider
@@ -228,7 +199,7 @@ def _decisions(blocks: Iterator[list[tuple[str, str, Any]]], decider: Any, cfg: 
         for block in blocks:
             yield sum(t.num_rows for _, _, t in block), decider.decide_many(block)
         return
-    for (_, table, _), result in _in_processes((_packed(b) for b in blocks), lambda p: (_decide_in_worker, p), workers,
+    for (_, table, _), result in in_processes((_packed(b) for b in blocks), lambda p: (_decide_in_worker, p), workers,
                                               "decider", "decide", initializer=_start_decider, initargs=(cfg, now)):
         yield table.num_rows, result
 

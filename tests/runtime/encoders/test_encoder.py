@@ -161,6 +161,17 @@ def test_config_is_validated(encoder_dir: Path) -> None:
     assert short.encoder_id == f"{DEFAULT_ENCODER_ID}@seq64"  # different vectors, different id
 
 
+@pytest.mark.parametrize("spin", [False, True])
+def test_threads_spin_between_calls_only_when_asked(encoder_dir: Path, spin: bool) -> None:
+    """An agent encodes one text at a time between other work: by default onnxruntime's threads sleep
+    after a call instead of spinning on the CPUs that work needs (onnxruntime's own default is to spin)."""
+    assert OnnxEncoderConfig().spin is False
+    enc = OnnxEncoder(encoder_dir, config=OnnxEncoderConfig(spin=spin))
+    opts = enc._sess.get_session_options()  # what onnxruntime was given
+    assert opts.get_session_config_entry("session.intra_op.allow_spinning") == ("1" if spin else "0")
+    assert enc.encode(["hello"]).shape == (1, 384)
+
+
 # --- no encoder: errors that say what to do ----------------------------------------------------------------
 
 def test_missing_dir_raises_with_the_install_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -398,12 +398,14 @@ def _reference_redundancy(E: np.ndarray, rank: np.ndarray) -> dict[str, np.ndarr
     }
 
 
-def test_blocked_redundancy_matches_brute_force(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(R, "BLOCK", 7)  # many blocks, ties that straddle block boundaries
+@pytest.mark.parametrize("ranks", ["ties", "distinct"])  # distinct: every diagonal block read above its diagonal
+@pytest.mark.parametrize("block", [7, 1024])
+def test_blocked_redundancy_matches_brute_force(monkeypatch: pytest.MonkeyPatch, ranks: str, block: int) -> None:
+    monkeypatch.setattr(R, "BLOCK", block)  # 7: many blocks, ties that straddle block boundaries
     rng = np.random.default_rng(3)
     E = rng.standard_normal((40, 8)).astype(np.float32)
     E[20:30] = E[0:10] + 0.01 * rng.standard_normal((10, 8)).astype(np.float32)
-    rank = rng.integers(0, 12, size=40)
+    rank = rng.integers(0, 12, size=40) if ranks == "ties" else rng.permutation(40)
     got, want = (
         R.redundancy(E / np.linalg.norm(E, axis=1, keepdims=True), rank),
         _reference_redundancy(E, rank),

@@ -25,14 +25,14 @@ R = TypeVar("R")
 _FN: Callable[[Any], Any] | None = None
 
 
+_LIMITS: Any = None  # a worker's BLAS thread limit, held for its lifetime
+
+
 def _share_cpus(threads: int) -> None:
     """A worker's start: NumPy's BLAS on its share of the CPUs (runtime.batch.processes says why)."""
     from threadpoolctl import threadpool_limits
     global _LIMITS
     _LIMITS = threadpool_limits(limits=threads, user_api="blas")
-
-
-_LIMITS: Any = None
 
 
 def _call(item: Any) -> Any:

@@ -9,7 +9,8 @@ threads, and the small matrix products a decider makes (a scope's redundancy fea
 384 × 200) then wait on threads another process holds. Measured on this project's 2-CPU machine with
 both CPUs busy: 10.4 ms for that product with 2 BLAS threads, 0.8 ms with one; ``memir score`` of
 200k records with the default options went from 5,655 to 8,558 records/s (medians of two alternated
-runs each; ``bench/bench_batch.py`` measures both side by side), with the same decisions.
+runs each), with the same decisions; on the quiet machine, 1M records, 15,058 to 18,791 records/s
+(``bench/bench_batch.py`` measures both side by side).
 """
 
 from __future__ import annotations

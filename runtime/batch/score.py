@@ -200,7 +200,7 @@ def _decisions(blocks: Iterator[list[tuple[str, str, Any]]], decider: Any, cfg: 
             yield sum(t.num_rows for _, _, t in block), decider.decide_many(block)
         return
     for (_, table, _), result in in_processes((_packed(b) for b in blocks), lambda p: (_decide_in_worker, p), workers,
-                                              "decider", "decide", initializer=_start_decider, initargs=(cfg, now)):
+                                             "decider", "decide", initializer=_start_decider, initargs=(cfg, now)):
         yield table.num_rows, result
 
 

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any, TypeVar
 
-from runtime.batch.processes import worker_threads
+from runtime.batch.processes import limit_blas, worker_threads
 
 __all__ = ["ordered_map"]
 
@@ -23,16 +23,6 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 _FN: Callable[[Any], Any] | None = None
-
-
-_LIMITS: Any = None  # a worker's BLAS thread limit, held for its lifetime
-
-
-def _share_cpus(threads: int) -> None:
-    """A worker's start: NumPy's BLAS on its share of the CPUs (runtime.batch.processes says why)."""
-    from threadpoolctl import threadpool_limits
-    global _LIMITS
-    _LIMITS = threadpool_limits(limits=threads, user_api="blas")
 
 
 def _call(item: Any) -> Any:
@@ -56,7 +46,7 @@ def ordered_map(fn: Callable[[T], R], items: Iterable[T], workers: int = 1, *, w
         return
     _FN = fn
     try:
-        with ProcessPoolExecutor(workers, mp_context=mp.get_context("fork"), initializer=_share_cpus,
+        with ProcessPoolExecutor(workers, mp_context=mp.get_context("fork"), initializer=limit_blas,
                                  initargs=(worker_threads(workers),)) as ex:
             pending: deque[Future[Any]] = deque()
             for item in items:

@@ -45,7 +45,7 @@ def redundancy(emb: np.ndarray, rank: np.ndarray) -> dict[str, np.ndarray]:
         for t in range(s, n, BLOCK):
             u = min(t + BLOCK, n)
             S = E[s:e] @ E[t:u].T
-            if t == s and (e - s < 2 or bool((r[s + 1:e] > r[s:e - 1]).all())):
+            if t == s and bool((r[s + 1:e] > r[s:e - 1]).all()):  # no two rows share a rank
                 _diagonal_block(S, s, e, m_all, m_new, m_old, ndup)
                 continue
             newer = r[None, t:u] > r[s:e, None]  # column written after row

@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 from ..errors import WorkerError
 
-__all__ = ["in_processes", "worker_threads"]
+__all__ = ["in_processes", "limit_blas", "worker_threads"]
 
 T = TypeVar("T")
 
@@ -37,15 +37,21 @@ def worker_threads(workers: int) -> int:
     return max(1, cpus // max(1, workers))
 
 
-_LIMITS: Any = None  # this worker process's BLAS thread limit, held for its lifetime
+_LIMITS: Any = None  # this process's BLAS thread limit, held for its lifetime
 
 
-def _start(threads: int, initializer: Callable[..., None] | None, initargs: tuple[Any, ...]) -> None:
-    """A worker process's start: BLAS limited to ``threads``, then the pool's own ``initializer``."""
+def limit_blas(threads: int) -> None:
+    """Limit this process's BLAS (NumPy's OpenBLAS, or whichever is loaded) to ``threads`` for the rest
+    of its life: the start of a worker process, here and in ``train.workers``."""
     global _LIMITS
     from threadpoolctl import threadpool_limits
 
     _LIMITS = threadpool_limits(limits=threads, user_api="blas")
+
+
+def _start(threads: int, initializer: Callable[..., None] | None, initargs: tuple[Any, ...]) -> None:
+    """A worker process's start: BLAS limited to ``threads``, then the pool's own ``initializer``."""
+    limit_blas(threads)
     if initializer is not None:
         initializer(*initargs)
 

@@ -2,18 +2,11 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from runtime.batch.processes import worker_threads
+from tests.runtime.batch.test_processes import _blas_threads
 from train.workers import ordered_map
-
-
-def _blas_threads(i: int) -> tuple[int, int]:
-    from threadpoolctl import threadpool_info
-
-    np.ones((2, 2)) @ np.ones((2, 2))
-    return i, max(info["num_threads"] for info in threadpool_info() if info["user_api"] == "blas")
 
 
 @pytest.mark.parametrize("workers", [1, 2])

@@ -11,9 +11,12 @@ How a row is validated depends on the layout, never the outcome:
 
 - **Parquet in the MemIR column layout** is validated column-wise (:mod:`runtime.batch.validate`);
   rows that check cannot accept go through MemIR one by one.
-- **JSONL, and Parquet with a ``record`` column of JSON**, are parsed with orjson and validated by
-  MemIR per record — the same calls as the row-at-a-time path; their vectors come straight from
-  the Parquet column when there is one.
+- **JSONL** is parsed with orjson, line by line, and the records put in that column layout
+  (:mod:`runtime.batch.jsonl_columns`) and validated column-wise the same way; what cannot be put
+  there exactly, or what the checks refuse, goes through MemIR one by one.
+- **Parquet with a ``record`` column of JSON** is parsed with orjson and validated by MemIR per
+  record — the same calls as the row-at-a-time path; its vectors come straight from the Parquet
+  column when there is one.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from ..errors import ValidationError
 from ..record.memir import MemIR
 from ..store import dumps
 from .config import error_text
+from .jsonl_columns import to_columns
 from .table import empty_table, table_from_records
 from .validate import fast_rows
 
@@ -185,9 +189,11 @@ class _Records:
 @_gc_paused
 def _read_jsonl(data: bytes, first_line: int, dim: int) -> ChunkResult:
     loads, decode_errors = _loads()
-    good = _Records(dim)
     rejects: list[tuple[int, str, str]] = []
     rows = 0
+    lines: list[int] = []
+    objs: list[Any] = []
+    raws: list[bytes] = []
     for k, raw in enumerate(data.split(b"\n")):
         line = first_line + k
         if line == 1 and raw.startswith(b"\xef\xbb\xbf"):
@@ -196,12 +202,43 @@ def _read_jsonl(data: bytes, first_line: int, dim: int) -> ChunkResult:
             continue
         rows += 1
         try:
-            rec, vec = dumps.parse_row(loads(raw))
-        except (*decode_errors, *_ROW_ERRORS) as e:
+            obj = loads(raw)
+        except decode_errors as e:
             rejects.append((line, error_text(e), raw.decode("utf-8", errors="replace").rstrip("\n")))
             continue
-        good.add(line, rec, vec)
-    return ChunkResult(good.table(), rejects, rows, 0)
+        lines.append(line)
+        objs.append(obj)
+        raws.append(raw)
+    fast, slow = _columnwise(objs, dim)
+    if len(fast):  # its line column holds row indices into objs
+        at = np.asarray(lines, dtype=np.int64)[np.asarray(fast.column("line").to_numpy(), dtype=np.int64)]
+        fast = fast.set_column(fast.schema.get_field_index("line"), "line", pa.array(at, pa.int64()))
+    good = _Records(dim)
+    for i in slow.tolist():
+        try:
+            rec, vec = dumps.parse_row(objs[i])
+        except _ROW_ERRORS as e:
+            rejects.append((lines[i], error_text(e), raws[i].decode("utf-8", errors="replace").rstrip("\n")))
+            continue
+        good.add(lines[i], rec, vec)
+    rejects.sort(key=lambda r: r[0])
+    if not good.lines:
+        return ChunkResult(fast, rejects, rows, fast.num_rows)
+    table = pa.concat_tables([fast, good.table()]).sort_by("line") if len(fast) else good.table()
+    return ChunkResult(table, rejects, rows, fast.num_rows)
+
+
+def _columnwise(objs: list[Any], dim: int) -> tuple[pa.Table, np.ndarray]:
+    """Parsed records validated column-wise: ``(scoring table with row indices as its lines, indices of
+    the rows for MemIR)``; every row goes to MemIR if the columns cannot be built."""
+    if not objs:
+        return empty_table(dim), np.zeros(0, dtype=np.int64)
+    try:
+        table, marked = to_columns(objs, dim)
+        fast, slow = fast_rows(table, 0, dim)
+    except (pa.ArrowException, ValueError, TypeError, OverflowError):
+        return empty_table(dim), np.arange(len(objs))
+    return fast, np.union1d(slow, marked)
 
 
 PARQUET_BATCH = 16_384

@@ -182,30 +182,25 @@ def to_columns(objs: Sequence[Any], dim: int) -> tuple[pa.Table, np.ndarray]:
     plain = np.fromiter((_plain(o) for o in objs), dtype=bool, count=n)
     rows = [o if p else _EMPTY for o, p in zip(objs, plain.tolist(), strict=True)]
     schema = memir_arrow_schema()
-    built: dict[str, pa.Array] = {}
+    values: dict[str, list[Any]] = {}  # field (struct fields as "struct.field") -> its values
     for name, children, kind, default in _LAYOUT:
         if children is None:
-            col = _typed([r.get(name, default) if r is not _EMPTY else None for r in rows], kind, plain)
-            built[name] = col  # type: ignore[assignment]
+            values[name] = _typed([r.get(name, default) if r is not _EMPTY else None for r in rows], kind, plain)
             continue
         subs = [r.get(name, _EMPTY) if r is not _EMPTY else _EMPTY for r in rows]
-        arrays = []
-        for cname, ckind, cdefault in children:
+        for cname, ckind, cdefault in children:  # a required field left out is null: the checks refuse it
             d = None if cdefault is _REQUIRED else cdefault
-            col = _typed([s.get(cname, d) for s in subs], ckind, plain)
-            arrays.append(col)
-        built[name] = arrays  # type: ignore[assignment]
+            values[f"{name}.{cname}"] = _typed([s.get(cname, d) for s in subs], ckind, plain)
     vecs, has = _vectors(objs, plain, dim)
+    keep = plain.tolist()
+    values["content"] = [v if p else None for v, p in zip(values["content"], keep, strict=True)]  # marked: refused
     out = []
     for name, children, _, _ in _LAYOUT:
         f = schema.field(name)
         if children is None:
-            col = built[name]
-            if name == "content":  # a marked row is refused by the checks for its missing content
-                col = [v if p else None for v, p in zip(col, plain.tolist(), strict=True)]  # type: ignore[arg-type]
-            out.append(pa.array(col, f.type))
+            out.append(pa.array(values[name], f.type))
         else:
-            kids = [pa.array(c, f.type.field(j).type) for j, c in enumerate(built[name])]  # type: ignore[arg-type]
+            kids = [pa.array(values[f"{name}.{c.name}"], c.type) for c in f.type]
             out.append(pa.StructArray.from_arrays(kids, fields=list(f.type)))
     out.append(pa.FixedSizeListArray.from_arrays(pa.array(vecs.reshape(-1), pa.float32()), dim, mask=pa.array(~has)))
     names = [name for name, _, _, _ in _LAYOUT] + ["embedding"]

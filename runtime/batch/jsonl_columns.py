@@ -150,25 +150,28 @@ def _typed(col: list[Any], kind: str, plain: np.ndarray) -> list[Any]:
 
 
 def _vectors(objs: Sequence[Any], plain: np.ndarray, dim: int) -> tuple[np.ndarray, np.ndarray]:
-    """The rows' vectors as one (n, dim) float32 matrix and which rows have one; a row whose
-    ``embedding`` is not null or a list of ``dim`` numbers is marked."""
+    """The rows' vectors as one (n, dim) float32 matrix and which rows have one: an ``embedding`` that
+    is a list of ``dim`` numbers or such a float32 array (the reader converts them as it parses); a
+    row whose ``embedding`` is anything else but null is marked."""
     n = len(objs)
-    embs = [o.get("embedding") if p else None for o, p in zip(objs, plain.tolist(), strict=True)]
-    has = np.array([e is not None for e in embs], dtype=bool)
-    if has.all() and all(type(e) is list and len(e) == dim for e in embs):
-        try:  # the usual dump: every row has one, converted at once
-            return np.array(embs, dtype=np.float32).reshape(n, dim), has
-        except (ValueError, TypeError):
-            pass
     vecs = np.zeros((n, dim), dtype=np.float32)
-    for i in np.flatnonzero(has).tolist():
-        e = embs[i]
-        try:
-            if type(e) is not list or len(e) != dim:
-                raise ValueError
-            vecs[i] = np.asarray(e, dtype=np.float32)  # the record path converts the same way
-        except (ValueError, TypeError):
-            has[i], plain[i] = False, False
+    has = np.zeros(n, dtype=bool)
+    for i, (o, p) in enumerate(zip(objs, plain.tolist(), strict=True)):
+        if not p:
+            continue
+        e = o.get("embedding")
+        if e is None:
+            continue
+        if type(e) is list and len(e) == dim:
+            try:
+                e = np.asarray(e, dtype=np.float32)  # the record path converts the same way
+            except (ValueError, TypeError):
+                pass
+        if type(e) is np.ndarray and e.dtype == np.float32 and e.shape == (dim,):
+            vecs[i] = e
+            has[i] = True
+        else:
+            plain[i] = False
     return vecs, has
 
 

@@ -206,6 +206,8 @@ def _read_jsonl(data: bytes, first_line: int, dim: int) -> ChunkResult:
         except decode_errors as e:
             rejects.append((line, error_text(e), raw.decode("utf-8", errors="replace").rstrip("\n")))
             continue
+        if type(obj) is dict:
+            _vector_now(obj, dim)
         lines.append(line)
         objs.append(obj)
         raws.append(raw)
@@ -226,6 +228,18 @@ def _read_jsonl(data: bytes, first_line: int, dim: int) -> ChunkResult:
         return ChunkResult(fast, rejects, rows, fast.num_rows)
     table = pa.concat_tables([fast, good.table()]).sort_by("line") if len(fast) else good.table()
     return ChunkResult(table, rejects, rows, fast.num_rows)
+
+
+def _vector_now(obj: dict[str, Any], dim: int) -> None:
+    """The record's ``embedding`` as float32 at once, so a chunk does not hold every vector as Python
+    floats until its columns are built (the same conversion the record path makes; left as it was
+    if it fails, for the record path to report)."""
+    e = obj.get("embedding")
+    if type(e) is list and len(e) == dim:
+        try:
+            obj["embedding"] = np.asarray(e, dtype=np.float32)
+        except (ValueError, TypeError):
+            pass
 
 
 def _columnwise(objs: list[Any], dim: int) -> tuple[pa.Table, np.ndarray]:

@@ -31,6 +31,7 @@ from typing import IO, Any, Literal, TypeVar
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from pydantic import ValidationError as PydanticValidationError
 
 from ..errors import ValidationError
@@ -41,7 +42,8 @@ from .jsonl_columns import to_columns
 from .table import empty_table, table_from_records
 from .validate import fast_rows
 
-__all__ = ["Chunk", "ChunkResult", "error_text", "parquet_file", "plan_chunks", "read_chunk", "read_chunk_parts"]
+__all__ = ["Chunk", "ChunkResult", "error_text", "parquet_file", "plan_chunks", "read_chunk", "read_chunk_parts",
+           "renumbered"]
 
 Kind = Literal["jsonl", "parquet"]
 
@@ -56,6 +58,9 @@ class Chunk:
         first_line: line (Parquet: row) number of the chunk's first line, 1-based.
         start, stop: JSONL: the byte range; Parquet: the row-group range ``[start, stop)``.
         data: the chunk's lines themselves (a compressed JSONL dump, read sequentially).
+        numbered: whether ``first_line`` is the line number in the file. False (``plan_chunks(...,
+            numbered=False)``): the chunk's lines are numbered from 1 and :func:`renumbered` gives
+            them their numbers in the file once the lines of the chunks before it are known.
     """
 
     path: str
@@ -64,6 +69,7 @@ class Chunk:
     start: int = 0
     stop: int = 0
     data: bytes | None = None
+    numbered: bool = True
 
 
 @dataclass
@@ -75,22 +81,27 @@ class ChunkResult:
         rejects: ``(line, error, raw input)`` of every invalid record, in line order.
         rows: records read (blank lines are not records).
         fast: rows validated column-wise (the rest went through MemIR one by one).
+        lines: the line ends in the chunk (JSONL): the next chunk starts this many lines later.
     """
 
     table: pa.Table
     rejects: list[tuple[int, str, str]] = field(default_factory=list)
     rows: int = 0
     fast: int = 0
+    lines: int = 0
 
 
 _ROW_ERRORS: tuple[type[Exception], ...] = (PydanticValidationError, ValidationError, ValueError, TypeError)
 
 
-def plan_chunks(path: str | Path, *, target_bytes: int = 16 << 20) -> Iterator[Chunk]:
+def plan_chunks(path: str | Path, *, target_bytes: int = 16 << 20, numbered: bool = True) -> Iterator[Chunk]:
     """Cut a dump into chunks (lazily: a huge JSONL file is scanned once, as chunks are taken).
 
     JSONL chunks end at a line end and hold about ``target_bytes``; Parquet chunks are row groups
     (one per chunk; :data:`runtime.store.dumps.PARQUET_ROW_GROUP` rows when memir wrote the file).
+    ``numbered=False``: an uncompressed JSONL file is cut without being read here (a seek and one
+    line per chunk), its chunks numbered from 1 each (:attr:`Chunk.numbered`): whoever takes the
+    results in order numbers them with :func:`renumbered`.
     """
     p = dumps.check_dump(path)
     if dumps.is_parquet(p):
@@ -108,12 +119,45 @@ def plan_chunks(path: str | Path, *, target_bytes: int = 16 << 20) -> Iterator[C
                 yield Chunk(str(p), "jsonl", line, data=block)
                 line += block.count(b"\n")
         return
+    if not numbered:
+        yield from _cut(p, target_bytes)
+        return
     with open(p, "rb") as fh:
         pos = 0
         for block in _line_blocks(fh, target_bytes):
             yield Chunk(str(p), "jsonl", line, pos, pos + len(block))
             line += block.count(b"\n")
             pos += len(block)
+
+
+def _cut(p: Path, target_bytes: int) -> Iterator[Chunk]:
+    """Chunks of about ``target_bytes`` ending where :func:`_line_blocks` would end them (after the
+    line end at or past ``target_bytes``), found by seeking: only one line per chunk is read."""
+    size = p.stat().st_size
+    with open(p, "rb") as fh:
+        pos = 0
+        while pos < size:
+            stop = pos + max(1, target_bytes)
+            if stop < size:
+                fh.seek(stop - 1)
+                fh.readline()
+                stop = fh.tell()
+            stop = min(stop, size)
+            yield Chunk(str(p), "jsonl", 1, pos, stop, numbered=False)
+            pos = stop
+
+
+def renumbered(res: ChunkResult, first_line: int) -> ChunkResult:
+    """A result of a chunk numbered from 1 (``Chunk.numbered`` False) with its lines numbered from
+    ``first_line``, the line in the file it starts at."""
+    shift = first_line - 1
+    if not shift:
+        return res
+    t = res.table
+    if t.num_rows:
+        i = t.schema.get_field_index("line")
+        t = t.set_column(i, "line", pc.add(t.column(i), pa.scalar(shift, pa.int64())))
+    return ChunkResult(t, [(line + shift, e, raw) for line, e, raw in res.rejects], res.rows, res.fast, res.lines)
 
 
 def _line_blocks(fh: IO[bytes], target_bytes: int) -> Iterator[bytes]:
@@ -136,7 +180,7 @@ def read_chunk(chunk: Chunk, dim: int) -> ChunkResult:
         with open(chunk.path, "rb") as fh:
             fh.seek(chunk.start)
             data = fh.read(chunk.stop - chunk.start)
-    return _read_jsonl(data, chunk.first_line, dim)
+    return _read_jsonl(data, chunk.first_line, dim, head=chunk.first_line == 1 and chunk.start == 0)
 
 
 def _loads() -> tuple[Any, tuple[type[Exception], ...]]:
@@ -187,7 +231,8 @@ class _Records:
 
 
 @_gc_paused
-def _read_jsonl(data: bytes, first_line: int, dim: int) -> ChunkResult:
+def _read_jsonl(data: bytes, first_line: int, dim: int, *, head: bool) -> ChunkResult:
+    """``head``: the chunk starts the file (a byte-order mark may open it)."""
     loads, decode_errors = _loads()
     rejects: list[tuple[int, str, str]] = []
     rows = 0
@@ -196,7 +241,7 @@ def _read_jsonl(data: bytes, first_line: int, dim: int) -> ChunkResult:
     raws: list[bytes] = []
     for k, raw in enumerate(data.split(b"\n")):
         line = first_line + k
-        if line == 1 and raw.startswith(b"\xef\xbb\xbf"):
+        if head and k == 0 and raw.startswith(b"\xef\xbb\xbf"):
             raw = raw[3:]  # a UTF-8 byte-order mark is not part of the first record
         if not raw.strip():
             continue
@@ -224,10 +269,11 @@ def _read_jsonl(data: bytes, first_line: int, dim: int) -> ChunkResult:
             continue
         good.add(lines[i], rec, vec)
     rejects.sort(key=lambda r: r[0])
+    spans = data.count(b"\n")
     if not good.lines:
-        return ChunkResult(fast, rejects, rows, fast.num_rows)
+        return ChunkResult(fast, rejects, rows, fast.num_rows, spans)
     table = pa.concat_tables([fast, good.table()]).sort_by("line") if len(fast) else good.table()
-    return ChunkResult(table, rejects, rows, fast.num_rows)
+    return ChunkResult(table, rejects, rows, fast.num_rows, spans)
 
 
 def _vector_now(obj: dict[str, Any], dim: int) -> None:

@@ -283,7 +283,7 @@ def _score_local(paths: list[Path], out: Path, cfg: ScoreConfig, *, progress: bo
     from ..store.dumps import count_records, is_parquet
     from .dedup import IdSeen
     from .partition import ScopeGroups
-    from .read import plan_chunks
+    from .read import plan_chunks, renumbered
     from .scope_decision import ScopeDecider, Totals
 
     t0 = time.perf_counter()
@@ -311,8 +311,11 @@ def _score_local(paths: list[Path], out: Path, cfg: ScoreConfig, *, progress: bo
             total = sum(count_records(p) or 0 for p in paths)
             bar = tqdm(desc="read", unit="rec", total=total, mininterval=0.5, smoothing=0.1)
         for file_index, path in enumerate(paths):
-            chunks = plan_chunks(path, target_bytes=cfg.chunk_mb << 20)
-            for _, res in _results(chunks, dim, workers):
+            chunks = plan_chunks(path, target_bytes=cfg.chunk_mb << 20, numbered=False)
+            line = 1  # where the next chunk starts in the file (chunks come back in order)
+            for chunk, res in _results(chunks, dim, workers):
+                if not chunk.numbered:
+                    res, line = renumbered(res, line), line + res.lines
                 entries: list[tuple[int, str, str | None]] = list(res.rejects)
                 t = res.table
                 if t.num_rows:

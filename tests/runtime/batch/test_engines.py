@@ -367,3 +367,31 @@ def test_reading_a_chunk_pauses_the_garbage_collector_and_restores_it(tmp_path: 
     finally:
         gc.enable()
     assert len(seen) > 2 and not any(seen)  # the columns built, and the rows MemIR read, twice
+
+
+@pytest.mark.parametrize("target", [1, 300, 4096, 1 << 20])
+def test_jsonl_cut_by_seeking_and_renumbered_reads_as_the_counted_chunks(tmp_path: Path, target: int) -> None:
+    """The local engine cuts a JSONL file without reading it (numbered=False) and numbers each chunk's
+    lines once the chunks before it came back: the same chunks, rows, rejects and line numbers as the
+    chunks planned by reading the whole file, with a byte-order mark, blank and bad lines, and no final
+    line end."""
+    from runtime.batch.read import plan_chunks, renumbered
+
+    plain = tmp_path / "plain.jsonl"
+    write_dump(varied_rows(40), plain)
+    lines = plain.read_text().splitlines()
+    lines[3:3] = ["", "not json", ""]
+    lines[20:20] = BAD_JSONL[:3]
+    dump = tmp_path / "dump.jsonl"
+    dump.write_bytes(b"\xef\xbb\xbf" + "\n".join(lines).encode())  # no line end after the last record
+    counted = list(plan_chunks(dump, target_bytes=target))
+    cut = list(plan_chunks(dump, target_bytes=target, numbered=False))
+    assert [(c.start, c.stop) for c in cut] == [(c.start, c.stop) for c in counted] and len(cut) > (target < 4096)
+    line = 1
+    for a, b in zip(counted, cut, strict=True):
+        want, got = read_chunk(a, DIM), read_chunk(b, DIM)
+        got, line = renumbered(got, line), line + got.lines
+        assert json.dumps(got.table.to_pylist()) == json.dumps(want.table.to_pylist())  # NaN-aware
+        assert got.rejects == want.rejects and got.rows == want.rows
+    total = read_chunk(Chunk(str(dump), "jsonl", 1, 0, dump.stat().st_size), DIM)
+    assert total.rows == 40 + 1 + 3 and len(total.rejects) == 4  # "not json" and three of BAD_JSONL

@@ -35,7 +35,7 @@ from pydantic_core import PydanticUndefined
 from ..record.memir import MemIR
 from ..store.dumps import STORED_FEATURES, memir_arrow_schema
 
-__all__ = ["to_columns"]
+__all__ = ["as_vector", "to_columns"]
 
 _REQUIRED = object()  # no default this module may fill in
 
@@ -149,6 +149,17 @@ def _typed(col: list[Any], kind: str, plain: np.ndarray) -> list[Any]:
     return col
 
 
+def as_vector(e: Any, dim: int) -> Any:
+    """A record's ``embedding`` that is a list of ``dim`` numbers as a float32 array (the conversion the
+    record path makes), else ``e`` as it was, for the record path to judge."""
+    if type(e) is list and len(e) == dim:
+        try:
+            return np.asarray(e, dtype=np.float32)
+        except (ValueError, TypeError):
+            pass
+    return e
+
+
 def _vectors(objs: Sequence[Any], plain: np.ndarray, dim: int) -> tuple[np.ndarray, np.ndarray]:
     """The rows' vectors as one (n, dim) float32 matrix and which rows have one: an ``embedding`` that
     is a list of ``dim`` numbers or such a float32 array (the reader converts them as it parses); a
@@ -162,11 +173,7 @@ def _vectors(objs: Sequence[Any], plain: np.ndarray, dim: int) -> tuple[np.ndarr
         e = o.get("embedding")
         if e is None:
             continue
-        if type(e) is list and len(e) == dim:
-            try:
-                e = np.asarray(e, dtype=np.float32)  # the record path converts the same way
-            except (ValueError, TypeError):
-                pass
+        e = as_vector(e, dim)
         if type(e) is np.ndarray and e.dtype == np.float32 and e.shape == (dim,):
             vecs[i] = e
             has[i] = True

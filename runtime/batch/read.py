@@ -38,7 +38,7 @@ from ..errors import ValidationError
 from ..record.memir import MemIR
 from ..store import dumps
 from .config import error_text
-from .jsonl_columns import to_columns
+from .jsonl_columns import as_vector, to_columns
 from .table import empty_table, table_from_records
 from .validate import fast_rows
 
@@ -251,8 +251,8 @@ def _read_jsonl(data: bytes, first_line: int, dim: int, *, head: bool) -> ChunkR
         except decode_errors as e:
             rejects.append((line, error_text(e), raw.decode("utf-8", errors="replace").rstrip("\n")))
             continue
-        if type(obj) is dict:
-            _vector_now(obj, dim)
+        if type(obj) is dict and "embedding" in obj:  # float32 now: a chunk holds no vector as Python floats
+            obj["embedding"] = as_vector(obj["embedding"], dim)
         lines.append(line)
         objs.append(obj)
         raws.append(raw)
@@ -274,18 +274,6 @@ def _read_jsonl(data: bytes, first_line: int, dim: int, *, head: bool) -> ChunkR
         return ChunkResult(fast, rejects, rows, fast.num_rows, spans)
     table = pa.concat_tables([fast, good.table()]).sort_by("line") if len(fast) else good.table()
     return ChunkResult(table, rejects, rows, fast.num_rows, spans)
-
-
-def _vector_now(obj: dict[str, Any], dim: int) -> None:
-    """The record's ``embedding`` as float32 at once, so a chunk does not hold every vector as Python
-    floats until its columns are built (the same conversion the record path makes; left as it was
-    if it fails, for the record path to report)."""
-    e = obj.get("embedding")
-    if type(e) is list and len(e) == dim:
-        try:
-            obj["embedding"] = np.asarray(e, dtype=np.float32)
-        except (ValueError, TypeError):
-            pass
 
 
 def _columnwise(objs: list[Any], dim: int) -> tuple[pa.Table, np.ndarray]:

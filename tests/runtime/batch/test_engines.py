@@ -29,7 +29,7 @@ DIM = 64
 NOW = datetime(2026, 6, 1, tzinfo=UTC)
 
 
-def _vec(rng: np.random.Generator) -> np.ndarray:
+def unit_vec(rng: np.random.Generator) -> np.ndarray:
     v = rng.standard_normal(DIM).astype(np.float32)
     return v / np.linalg.norm(v)
 
@@ -62,7 +62,7 @@ def varied_rows(n: int = 240, seed: int = 0) -> list[tuple[MemIR, np.ndarray | N
                              "dialog_role": ["user", "agent", "tool"][i % 3]},
             "metadata": md, "usage": {"access_count": i % 4},
         })
-        vec = None if i % 10 == 3 else (_vec(rng)[:32] if i % 29 == 7 else _vec(rng))
+        vec = None if i % 10 == 3 else (unit_vec(rng)[:32] if i % 29 == 7 else unit_vec(rng))
         rows.append((rec, vec, None if vec is None else "hash-64"))
     return rows
 
@@ -114,7 +114,7 @@ def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return _tiny_model(tmp_path_factory.mktemp("model"), DIM)
 
 
-def _score_both(dump: Path, tmp_path: Path, model: Path, **kw: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+def score_both(dump: Path, tmp_path: Path, model: Path, **kw: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     ref = score_dump(dump, tmp_path / "rows.jsonl", _cfg(model), engine="rows", progress=False)
     new = score_dump(dump, tmp_path / "local.jsonl", _cfg(model, **kw), progress=False)
     _same(_outputs(tmp_path / "rows.jsonl"), _outputs(tmp_path / "local.jsonl"))
@@ -129,7 +129,7 @@ def test_jsonl_same_as_the_record_path_with_bad_lines_and_duplicates(tmp_path: P
     write_dump(varied_rows(), dump)
     with open(dump, "a") as fh:
         fh.write("\n".join(BAD_JSONL) + "\n")
-    ref, new = _score_both(dump, tmp_path, model)
+    ref, new = score_both(dump, tmp_path, model)
     assert ref["quarantined"] == 7 and new["duplicates"] == 1
     assert ref["valid"] == 240 + 1 and ref["embedded"] == 24 + 8 + 1
     assert {a for a in ("keep", "archive", "delete")} <= {r["action"] for r in _outputs(tmp_path / "local.jsonl").values()}
@@ -146,7 +146,7 @@ def test_a_contradictory_scope_is_quarantined_and_the_others_are_decided(tmp_pat
                                 "provenance": pinned.provenance.model_dump()})
     dump = tmp_path / "dump.jsonl"
     write_dump([*rows, (fix, rows[77][1], "hash-64")], dump)
-    ref, new = _score_both(dump, tmp_path, model)
+    ref, new = score_both(dump, tmp_path, model)
     assert new["failed_scopes"] == ref["failed_scopes"] and len(new["failed_scopes"]) == 1
     bad = new["failed_scopes"][0]
     assert (bad["user_id"], bad["agent_id"]) == (pinned.provenance.user_id, pinned.provenance.agent_id)
@@ -161,7 +161,7 @@ def test_parquet_column_layout_validated_columnwise_is_the_same(tmp_path: Path, 
     rows = varied_rows()
     write_dump(rows, dump)
     assert pq.read_schema(dump).names[:3] == ["schema_version", "id", "content"]
-    _, new = _score_both(dump, tmp_path, model)
+    _, new = score_both(dump, tmp_path, model)
     # only the corrections (non-empty attributes) take the record path
     assert new["validated_columnwise"] == sum(1 for r, _, _ in rows if not r.metadata.attributes) == 230
 
@@ -185,7 +185,7 @@ def test_parquet_mutated_rows_go_through_memir_and_match(tmp_path: Path, model: 
     dump = tmp_path / "mut.parquet"
     from runtime.store.dumps import memir_arrow_schema
     pq.write_table(pa.Table.from_pylist(t, schema=memir_arrow_schema()), dump)
-    ref, new = _score_both(dump, tmp_path, model)
+    ref, new = score_both(dump, tmp_path, model)
     assert ref["quarantined"] == 11
 
 
@@ -196,12 +196,12 @@ def test_record_json_parquet_and_gzip_jsonl_match(tmp_path: Path, model: Path) -
         "record": pa.array([r.model_dump_json() for r, _, _ in rows] + ['"not an object"'], pa.string()),
         "embedding": pa.array([None if v is None else v for _, v, _ in rows] + [None], pa.list_(pa.float32())),
         "encoder_id": pa.array([e for _, _, e in rows] + [None], pa.string())}), legacy)
-    _score_both(legacy, tmp_path, model)
+    score_both(legacy, tmp_path, model)
     gz = tmp_path / "dump.jsonl.gz"
     plain = tmp_path / "plain.jsonl"
     write_dump(rows, plain)
     gz.write_bytes(gzip.compress(b"\xef\xbb\xbf" + plain.read_bytes()))
-    _score_both(gz, tmp_path, model, chunk_mb=1)
+    score_both(gz, tmp_path, model, chunk_mb=1)
 
 
 def test_spilling_to_disk_and_reader_processes_change_nothing(tmp_path: Path, model: Path) -> None:
@@ -233,7 +233,7 @@ def test_columnwise_validation_accepts_only_what_memir_keeps_unchanged(recs: lis
     """Any valid record, written in the column layout and read back, gives the same scoring row as
     the record itself, whether the column check accepted it or sent it through MemIR."""
     rng = np.random.default_rng(0)
-    vecs = [_vec(rng) for _ in recs]
+    vecs = [unit_vec(rng) for _ in recs]
     table = memir_arrow_table(recs, vecs, ["hash-64"] * len(recs))
     import tempfile
     with tempfile.TemporaryDirectory() as d:

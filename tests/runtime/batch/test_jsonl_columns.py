@@ -20,7 +20,7 @@ from runtime.batch.table import table_from_records
 from runtime.record import MemIR
 from runtime.store.dumps import write_dump
 from tests.conftest import memir_records
-from tests.runtime.batch.test_engines import DIM, _score_both, _vec, varied_rows
+from tests.runtime.batch.test_engines import DIM, score_both, unit_vec, varied_rows
 from tests.runtime.test_cli import _tiny_model
 
 
@@ -49,7 +49,7 @@ def _sparse(rec: MemIR, vec: np.ndarray) -> str:
 @given(recs=st.lists(memir_records(), min_size=1, max_size=12, unique_by=lambda r: r.id), sparse=st.booleans())
 def test_jsonl_records_read_columnwise_are_the_records_memir_reads(recs: list[MemIR], sparse: bool) -> None:
     rng = np.random.default_rng(0)
-    vecs = [_vec(rng) for _ in recs]
+    vecs = [unit_vec(rng) for _ in recs]
     if sparse:
         got = _read([_sparse(r, v) for r, v in zip(recs, vecs, strict=True)])
     else:
@@ -126,6 +126,6 @@ def test_tricky_lines_score_as_the_record_path_scores_them(tmp_path: Path, model
                     continue  # MemIR would give it a random id: no two runs agree on it
                 obj = {**obj, "id": f"t{i}"}
             fh.write(json.dumps(obj) + "\n")
-    ref, new = _score_both(dump, tmp_path, model)
+    ref, new = score_both(dump, tmp_path, model)
     assert ref["quarantined"] > 0 and ref["valid"] > 60
     assert new["valid"] // 2 < new["validated_columnwise"] < new["valid"]  # most rows column-wise; MemIR the rest

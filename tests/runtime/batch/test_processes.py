@@ -11,7 +11,7 @@ from runtime.batch.processes import in_processes, worker_threads
 from runtime.errors import WorkerError
 
 
-def _blas_threads(i: int) -> tuple[int, int]:
+def blas_threads(i: int) -> tuple[int, int]:
     """(i, the most threads any BLAS library of this process may use) — run in a worker process."""
     from threadpoolctl import threadpool_info
 
@@ -33,7 +33,7 @@ def test_worker_threads_divide_the_cpus_among_the_processes() -> None:
 
 @pytest.mark.parametrize("workers", [1, 2])
 def test_each_worker_process_runs_blas_on_its_share_in_item_order(workers: int) -> None:
-    out = list(in_processes(range(5), lambda i: (_blas_threads, (i,)), workers, "test", "run"))
+    out = list(in_processes(range(5), lambda i: (blas_threads, (i,)), workers, "test", "run"))
     assert [i for i, _ in out] == list(range(5))
     assert [r[0] for _, r in out] == list(range(5))  # results in item order
     assert {r[1] for _, r in out} == {worker_threads(workers)}

@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 
 from .table import KEY_COLUMNS
 
-__all__ = ["ScopeGroups", "scope_buckets", "scope_runs"]
+__all__ = ["ScopeGroups", "partition_scopes", "scope_buckets", "scope_runs"]
 
 
 def scope_runs(t: pa.Table) -> Iterator[tuple[str, str, pa.Table]]:
@@ -31,6 +31,18 @@ def scope_runs(t: pa.Table) -> Iterator[tuple[str, str, pa.Table]]:
     there are several — then ``line``); scopes in order of first appearance."""
     if t.num_rows == 0:
         return
+    seq, scopes = _scope_order(t)
+    grouped = t.take(pa.array(seq))  # one gather into scope order, then zero-copy slices
+    del t  # the caller hands its only reference: hold the rows once, not twice
+    pos = 0
+    for user, agent, size in scopes:
+        yield user, agent, grouped.slice(pos, size)
+        pos += size
+
+
+def _scope_order(t: pa.Table) -> tuple[np.ndarray, list[tuple[str, str, int]]]:
+    """The row order that groups ``t`` by scope (rows by dump order within a scope, scopes by first
+    appearance), and each scope's ``(user, agent, rows)`` in that order."""
     key = pc.binary_join_element_wise(t.column("user_id"), t.column("agent_id"), "\x1f")
     enc = pc.dictionary_encode(key).combine_chunks()
     codes = np.asarray(enc.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
@@ -44,17 +56,10 @@ def scope_runs(t: pa.Table) -> Iterator[tuple[str, str, pa.Table]]:
     stops = np.concatenate([bounds, [len(order)]])
     first_line = lines[order[starts]]
     names = enc.dictionary.to_pylist()
-    by_first = np.argsort(first_line, kind="stable")
-    # one gather into scope order (scopes by first appearance, rows by line), then zero-copy slices
-    seq = np.concatenate([order[starts[k]:stops[k]] for k in by_first.tolist()])
-    grouped = t.take(pa.array(seq))
-    del t  # the caller hands its only reference: hold the rows once, not twice
-    pos = 0
-    for k in by_first.tolist():
-        user, agent = names[sorted_codes[starts[k]]].split("\x1f", 1)
-        size = int(stops[k] - starts[k])
-        yield user, agent, grouped.slice(pos, size)
-        pos += size
+    by_first = np.argsort(first_line, kind="stable").tolist()
+    seq = np.concatenate([order[starts[k]:stops[k]] for k in by_first])
+    scopes = [(*names[sorted_codes[starts[k]]].split("\x1f", 1), int(stops[k] - starts[k])) for k in by_first]
+    return seq, scopes
 
 
 def _read_partition(path: Path) -> pa.Table:
@@ -62,6 +67,23 @@ def _read_partition(path: Path) -> pa.Table:
 
     with pa.memory_map(str(path)) as src:
         return ipc.open_file(src).read_all()
+
+
+def partition_scopes(path: str | Path) -> Iterator[tuple[str, str, pa.Table]]:
+    """Every scope of one spill partition (a file :meth:`ScopeGroups.partition_files` names) with its
+    rows in dump order, scopes in order of first appearance: what :meth:`ScopeGroups.groups` yields
+    for that partition, read by whichever process is given the path."""
+    t = _read_partition(Path(path))
+    if t.num_rows == 0:
+        return
+    # One contiguous copy (the file's many small batches would make every gather concatenate them
+    # all first), then each scope gathered as it is taken: the rows are held once, not twice.
+    t = t.combine_chunks()
+    seq, scopes = _scope_order(t)
+    pos = 0
+    for user, agent, size in scopes:
+        yield user, agent, t.take(pa.array(seq[pos:pos + size]))
+        pos += size
 
 
 def scope_buckets(t: pa.Table, buckets: int) -> np.ndarray:
@@ -95,6 +117,8 @@ class ScopeGroups:
         self._held_bytes = 0
         self._dir: Path | None = None
         self._writers: dict[int, Any] = {}
+        self._rows: dict[int, int] = {}  # rows spilled to each partition
+        self._files: list[tuple[Path, int]] = []  # the partitions with their rows, once finished
         self.spilled_rows = 0
 
     @property
@@ -132,6 +156,7 @@ class ScopeGroups:
             if w is None:
                 w = self._writers[p] = ipc.new_file(str(self._dir / f"part-{p:04d}.arrow"), t.schema)
             w.write_table(grouped.slice(lo, hi - lo))
+            self._rows[p] = self._rows.get(p, 0) + hi - lo
         self.spilled_rows += t.num_rows
 
     def groups(self) -> Iterator[tuple[str, str, pa.Table]]:
@@ -141,13 +166,23 @@ class ScopeGroups:
             if self._held:
                 yield from scope_runs(self._take_held())
             return
-        for w in self._writers.values():
-            w.close()
-        for p in sorted(self._writers):
-            path = self._dir / f"part-{p:04d}.arrow"
-            yield from scope_runs(_read_partition(path))
+        for path, _ in self.partition_files():
+            yield from partition_scopes(path)
             path.unlink()
             pa.default_memory_pool().release_unused()  # a partition's buffers go back to the system
+
+    def partition_files(self) -> list[tuple[Path, int]]:
+        """The spill partitions, finished, in the order :meth:`groups` reads them, each with its row
+        count (each holds whole scopes: :func:`partition_scopes` reads one). Empty when nothing
+        spilled. The files stay until :meth:`close`; no rows can be added after this."""
+        if self._dir is None:
+            return []
+        if self._writers:
+            for w in self._writers.values():
+                w.close()
+            self._files = [(self._dir / f"part-{p:04d}.arrow", self._rows[p]) for p in sorted(self._writers)]
+            self._writers = {}
+        return list(self._files)
 
     def _take_held(self) -> pa.Table:
         held, self._held = self._held, []

@@ -164,7 +164,61 @@ def _decide_in_worker(keys: list[tuple[str, str]], table: Any, sizes: list[int])
     for (user, agent), n in zip(keys, sizes):
         block.append((user, agent, table.slice(pos, n)))
         pos += n
-    return _DECIDER.decide_many(block)
+    return _shipped(_DECIDER.decide_many(block))
+
+
+def _decide_partitions_in_worker(paths: list[str]) -> list[tuple[int, Any]]:
+    """Every scope of some spill partitions, read and decided in this process (the main process sends
+    their paths, not their rows): each block's row count with its decision, in block order."""
+    from .partition import partition_scopes
+
+    return [(sum(t.num_rows for _, _, t in block), _shipped(_DECIDER.decide_many(block)))
+            for block in _blocks(scope for p in paths for scope in partition_scopes(p))]
+
+
+def _partition_jobs(files: list[tuple[Path, int]]) -> Iterator[list[str]]:
+    """Consecutive spill partitions (``(path, rows)``) in jobs of at least :data:`BLOCK_ROWS` rows, so
+    small partitions still make blocks of the usual size."""
+    job: list[str] = []
+    rows = 0
+    for path, n in files:
+        job.append(str(path))
+        rows += n
+        if rows >= BLOCK_ROWS:
+            yield job
+            job, rows = [], 0
+    if job:
+        yield job
+
+
+def _shipped(decision: Any) -> Any:
+    """A decision (``decide_many``'s result) with its tables as Arrow IPC bytes, to send back to the
+    main process: a pickled table carries every buffer its columns are views of — the output's ids
+    are views of the whole block or partition read — while IPC writes only the rows."""
+    scored, tot, bad = decision
+    return _ipc(scored), tot, [(user, agent, e, _ipc(rows)) for user, agent, e, rows in bad]
+
+
+def _received(decision: Any) -> Any:
+    """:func:`_shipped`'s decision as tables again."""
+    scored, tot, bad = decision
+    return _table(scored), tot, [(user, agent, e, _table(rows)) for user, agent, e, rows in bad]
+
+
+def _ipc(table: Any) -> bytes:
+    import pyarrow as pa
+    import pyarrow.ipc as ipc
+
+    sink = pa.BufferOutputStream()
+    with ipc.new_stream(sink, table.schema) as w:
+        w.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+def _table(data: bytes) -> Any:
+    import pyarrow.ipc as ipc
+
+    return ipc.open_stream(data).read_all()
 
 
 def _give_back_memory() -> None:
@@ -189,19 +243,32 @@ def _libc() -> Any:
         return None
 
 
-def _decisions(blocks: Iterator[list[tuple[str, str, Any]]], decider: Any, cfg: ScoreConfig, now: Any,
-               workers: int) -> Iterator[tuple[int, Any]]:
+def _decisions(groups: Any, decider: Any, cfg: ScoreConfig, now: Any, workers: int) -> Iterator[tuple[int, Any]]:
     """Each block's row count with its decision (``decide_many``'s result), in block order: decided
-    here (``workers <= 1``) or by ``workers`` processes, at most ``2 × workers`` blocks ahead so
-    memory stays bounded. A block is held only as the compact table sent to its process, not as
-    views that keep its source partition alive. A scope's decision does not depend on where it was made."""
+    here (``workers <= 1``) or by ``workers`` processes. A scope's decision does not depend on where
+    it was made.
+
+    - Spilled groups: each process reads whole partitions from disk itself, given their paths (a job
+      of partitions holds at least :data:`BLOCK_ROWS` rows), at most ``2 × workers`` jobs ahead; the
+      main process holds no rows while they decide, and nothing is pickled but the decisions.
+    - Groups held in memory: blocks are sent to the processes, at most ``2 × workers`` ahead, each as
+      the compact table sent, not as views that keep the groups' tables alive.
+    """
     if workers <= 1:
-        for block in blocks:
+        for block in _blocks(groups.groups()):
             yield sum(t.num_rows for _, _, t in block), decider.decide_many(block)
         return
-    for (_, table, _), result in in_processes((_packed(b) for b in blocks), lambda p: (_decide_in_worker, p), workers,
-                                             "decider", "decide", initializer=_start_decider, initargs=(cfg, now)):
-        yield table.num_rows, result
+    if groups.spilled:
+        for _, results in in_processes(_partition_jobs(groups.partition_files()),
+                                       lambda job: (_decide_partitions_in_worker, (job,)), workers, "decider",
+                                       "decide", initializer=_start_decider, initargs=(cfg, now)):
+            for rows, result in results:
+                yield rows, _received(result)
+        return
+    for (_, table, _), result in in_processes((_packed(b) for b in _blocks(groups.groups())),
+                                             lambda p: (_decide_in_worker, p), workers, "decider", "decide",
+                                             initializer=_start_decider, initargs=(cfg, now)):
+        yield table.num_rows, _received(result)
 
 
 def _blocks(groups: Iterator[tuple[str, str, Any]]) -> Iterator[list[tuple[str, str, Any]]]:
@@ -352,7 +419,7 @@ def _score_local(paths: list[Path], out: Path, cfg: ScoreConfig, *, progress: bo
         failed: list[dict[str, str]] = []
 
         deciders = _decide_workers(cfg, n_rows - quarantine.count)
-        for block_rows, (scored, tot, bad) in _decisions(_blocks(groups.groups()), decider, cfg, decider.now, deciders):
+        for block_rows, (scored, tot, bad) in _decisions(groups, decider, cfg, decider.now, deciders):
             writer.write(scored)
             totals.add(tot)
             for user, agent, e, rows in bad:  # one contradictory scope does not stop the dump

@@ -138,14 +138,21 @@ def test_jsonl_same_as_the_record_path_with_bad_lines_and_duplicates(tmp_path: P
     assert "duplicate id 'm3' (first seen at line 4)" in q[3][1]
 
 
-def test_a_contradictory_scope_is_quarantined_and_the_others_are_decided(tmp_path: Path, model: Path) -> None:
+def _contradictory_dump(tmp_path: Path) -> tuple[Path, list[Any], MemIR]:
+    """80 varied rows and a correction of u2/planner's pinned m23, which makes "superseded"
+    contradict "pinned": that scope cannot be decided."""
     rows = varied_rows(80)
-    pinned = rows[23][0]  # u2/planner's m23 is pinned; a correction of it makes "superseded" contradict "pinned"
+    pinned = rows[23][0]
     fix = MemIR.model_validate({**rows[77][0].model_dump(), "id": "fix23",
                                 "metadata": {"attributes": {"supersedes": pinned.id}},
                                 "provenance": pinned.provenance.model_dump()})
     dump = tmp_path / "dump.jsonl"
     write_dump([*rows, (fix, rows[77][1], "hash-64")], dump)
+    return dump, rows, pinned
+
+
+def test_a_contradictory_scope_is_quarantined_and_the_others_are_decided(tmp_path: Path, model: Path) -> None:
+    dump, rows, pinned = _contradictory_dump(tmp_path)
     ref, new = score_both(dump, tmp_path, model)
     assert new["failed_scopes"] == ref["failed_scopes"] and len(new["failed_scopes"]) == 1
     bad = new["failed_scopes"][0]
@@ -154,6 +161,22 @@ def test_a_contradictory_scope_is_quarantined_and_the_others_are_decided(tmp_pat
                   and r.provenance.agent_id == bad["agent_id"]) + 1
     assert new["quarantined"] == n_scope and new["valid"] == 81 - n_scope and new["scopes"] == 5
     assert all("cannot be decided" in e and "pinned" in e for _, e in _quarantine(tmp_path / "local.jsonl"))
+
+
+def test_deciders_reading_spilled_partitions_decide_and_quarantine_the_same(tmp_path: Path, model: Path) -> None:
+    """Spilled rows reach the decider processes as partition paths, each read where it is decided:
+    the decisions, the quarantined scope and the counts are those of one process deciding the
+    rows held in memory."""
+    dump, _, _ = _contradictory_dump(tmp_path)
+    one = score_dump(dump, tmp_path / "one.jsonl", _cfg(model, workers=1), progress=False)
+    two = score_dump(dump, tmp_path / "two.jsonl", _cfg(model, workers=2, memory_mb=0), progress=False)
+    assert (one["spilled"], one["deciders"], two["spilled"], two["deciders"]) == (0, 1, 81, 2)
+    _same(_outputs(tmp_path / "one.jsonl"), _outputs(tmp_path / "two.jsonl"))
+    assert sorted(_quarantine(tmp_path / "one.jsonl")) == sorted(_quarantine(tmp_path / "two.jsonl"))
+    assert one["failed_scopes"] == two["failed_scopes"] and len(two["failed_scopes"]) == 1
+    for k in ("records", "valid", "quarantined", "scopes", "kept", "archived", "deleted", "embedded"):
+        assert one[k] == two[k], k
+    assert not list(tmp_path.glob("memir-score-*"))
 
 
 def test_parquet_column_layout_validated_columnwise_is_the_same(tmp_path: Path, model: Path) -> None:

@@ -272,15 +272,16 @@ def _decisions(groups: Any, decider: Any, cfg: ScoreConfig, now: Any, workers: i
 
 
 def _blocks(groups: Iterator[tuple[str, str, Any]]) -> Iterator[list[tuple[str, str, Any]]]:
-    """Scopes in blocks of about :data:`BLOCK_ROWS` rows."""
+    """Scopes in blocks of at most :data:`BLOCK_ROWS` rows, or one scope when it alone is larger: a
+    block is what a decider holds at once, its features and the model's activations included."""
     block: list[tuple[str, str, Any]] = []
     size = 0
     for user, agent, rows in groups:
-        block.append((user, agent, rows))
-        size += rows.num_rows
-        if size >= BLOCK_ROWS:
+        if block and size + rows.num_rows > BLOCK_ROWS:
             yield block
             block, size = [], 0
+        block.append((user, agent, rows))
+        size += rows.num_rows
     if block:
         yield block
 

@@ -193,6 +193,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-ray", action="store_true", help="skip the Ray figure")
     ap.add_argument("--tmp", default=None, help="where the dumps go (default: the temporary directory)")
     a = ap.parse_args(argv)
+    if a.tmp is not None and not Path(a.tmp).is_dir():
+        ap.error(f"--tmp {a.tmp}: no such directory (create it, or leave --tmp out for the temporary directory)")
     res: dict[str, Any] = {"machine": {"cpus": __import__("os").cpu_count()}}
     with tempfile.TemporaryDirectory(dir=a.tmp) as d:
         tmp = Path(d)

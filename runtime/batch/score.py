@@ -13,7 +13,8 @@ The default engine, ``local``, is columnar and streaming:
 4. **Decide.** Each scope is decided by :class:`~runtime.batch.scope_decision.ScopeDecider` through the
    one :class:`~runtime.retention.RetentionPlan` — the same scorer, rules, context and solver as
    ``Scope.retain`` — and its rows are written out at once. Blocks of scopes are decided side by
-   side by processes (one per CPU from :data:`PARALLEL_DECIDE_ROWS` records) and written in order.
+   side by processes (one per CPU from :data:`PARALLEL_DECIDE_ROWS` records) and written in order;
+   when the rows were spilled, each process reads its partitions from disk itself.
 
 Outputs (JSONL, or Parquet when ``OUT`` ends in ``.parquet``) and the quarantine are written to
 temporary files and renamed at the end, so a crash never leaves half a file. The output has one

@@ -20,6 +20,7 @@ import os
 import pwd
 import shutil
 import socket
+import stat
 import subprocess
 import tempfile
 import time
@@ -28,7 +29,7 @@ from typing import Any
 
 from ...errors import MemirError
 
-__all__ = ["LocalPostgres", "LocalPostgresError", "pgserver_bin"]
+__all__ = ["LocalPostgres", "LocalPostgresError", "pgserver_bin", "shared_copy_dir"]
 
 
 class LocalPostgresError(MemirError):
@@ -70,6 +71,7 @@ class LocalPostgres:
         self._chown(self.socket_dir)
         self._started = False
         self._bin = pgserver_bin()
+        self._private_copy: Path | None = None  # a copy of the binaries for this server alone, removed at stop
 
     # ------------------------------------------------------------------ lifecycle
     def start(self, timeout_s: float = 60.0) -> LocalPostgres:
@@ -103,6 +105,9 @@ class LocalPostgres:
                       "pg_ctl stop")
         finally:
             shutil.rmtree(self.socket_dir, ignore_errors=True)
+            if self._private_copy is not None:
+                shutil.rmtree(self._private_copy, ignore_errors=True)
+                self._private_copy = None
 
     def __enter__(self) -> LocalPostgres:
         return self.start()
@@ -131,30 +136,26 @@ class LocalPostgres:
     def _reachable_bin(self) -> Path:
         """The binaries, where the server's OS user can run them. A venv inside a private directory
         (a ``mktemp -d`` checkout, a home directory) is out of its reach: then the bundled install
-        (34 MB) is copied once into the temp directory, readable by everyone."""
+        (34 MB) is copied once into the temp directory, readable by everyone, and reused by later
+        servers of the same install — but only a copy this OS user made and no one else can write:
+        a directory of that name made by anyone else is never run (a private copy is made instead)."""
         bin_dir = pgserver_bin()
         if self._user is None or self._can_run(bin_dir):
             return bin_dir
-        # the binaries find their shared libraries at $ORIGIN/../../../pgserver.libs (an auditwheel
-        # layout): copy pgserver/pginstall and pgserver.libs side by side, as in site-packages
         src = bin_dir.parent
-        site = src.parent.parent
-        stamp = os.stat(src)
-        dest = Path(tempfile.gettempdir()) / f"memir-pginstall-{stamp.st_ino}-{int(stamp.st_mtime)}"
+        dest = shared_copy_dir()
         if not (dest / ".complete").exists():
-            tmp = Path(tempfile.mkdtemp(prefix="memir-pginstall-", dir=tempfile.gettempdir()))
-            shutil.copytree(src, tmp / "i" / "pgserver" / "pginstall", symlinks=True)
-            if (site / "pgserver.libs").is_dir():
-                shutil.copytree(site / "pgserver.libs", tmp / "i" / "pgserver.libs", symlinks=True)
-            (tmp / "i" / ".complete").touch()
-            for d in (tmp / "i", tmp / "i" / "pgserver"):
-                os.chmod(d, 0o755)
+            tmp = _copy_install(src)
             try:
                 os.rename(tmp / "i", dest)
-            except OSError:  # another process won the race: use its copy
+            except OSError:  # another process won the race (or the name is taken): see below whose copy it is
                 shutil.rmtree(tmp, ignore_errors=True)
             else:
                 os.rmdir(tmp)
+        if not _own_copy(dest):
+            tmp = _copy_install(src)
+            self._private_copy = tmp
+            dest = tmp / "i"
         dest = dest / "pgserver" / "pginstall"
         if not self._can_run(dest / "bin"):
             raise LocalPostgresError(f"the OS user {self._user and self._user.pw_name!r} cannot run PostgreSQL from "
@@ -188,6 +189,42 @@ class LocalPostgres:
                 tail = "\n".join(log.read_text(errors="replace").splitlines()[-15:])
             raise LocalPostgresError(f"{what} failed ({proc.returncode}): {(proc.stderr or proc.stdout).strip()}"
                                      + (f"\nserver log:\n{tail}" if tail else ""))
+
+
+def shared_copy_dir() -> Path:
+    """Where :class:`LocalPostgres` keeps its one copy of this install's binaries when the server's
+    OS user cannot run them where they are: a name in the temp directory tied to the install."""
+    stamp = os.stat(pgserver_bin().parent)
+    return Path(tempfile.gettempdir()) / f"memir-pginstall-{stamp.st_ino}-{int(stamp.st_mtime)}"
+
+
+def _copy_install(src: Path) -> Path:
+    """A fresh temporary directory holding ``i/``: a copy of ``pgserver``'s install ``src`` laid out as
+    in site-packages (the binaries find their shared libraries at ``$ORIGIN/../../../pgserver.libs``,
+    an auditwheel layout), readable and runnable by every OS user, writable by this one alone."""
+    site = src.parent.parent
+    tmp = Path(tempfile.mkdtemp(prefix="memir-pginstall-", dir=tempfile.gettempdir()))
+    shutil.copytree(src, tmp / "i" / "pgserver" / "pginstall", symlinks=True)
+    if (site / "pgserver.libs").is_dir():
+        shutil.copytree(site / "pgserver.libs", tmp / "i" / "pgserver.libs", symlinks=True)
+    (tmp / "i" / ".complete").touch()
+    for d in (tmp, tmp / "i", tmp / "i" / "pgserver"):
+        os.chmod(d, 0o755)
+    return tmp
+
+
+def _own_copy(dest: Path) -> bool:
+    """Whether ``dest`` is a finished copy of the binaries that this OS user made and only it can
+    write: every directory on the way to the programs, and the programs themselves."""
+    inst = dest / "pgserver" / "pginstall"
+    paths = [dest, dest / "pgserver", inst, inst / "bin", dest / ".complete",
+             *(inst / "bin" / name for name in ("postgres", "initdb", "pg_ctl"))]
+    try:
+        stats = [os.lstat(p) for p in paths]
+    except OSError:
+        return False
+    return all(st.st_uid == os.geteuid() and not st.st_mode & 0o022 and not stat.S_ISLNK(st.st_mode)
+               for st in stats)
 
 
 def _free_port() -> int:

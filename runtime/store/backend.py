@@ -204,11 +204,12 @@ class ScopeReads(Protocol):
         times are updated (as part of the search where the backend can)."""
         ...
 
-    def nearest(self, q: np.ndarray, k: int, now: datetime) -> list[tuple[str, str, float]]:
+    def nearest(self, q: np.ndarray, k: int, now: datetime, *, at_least: float = float("-inf")) -> list[tuple[str, str, float]]:
         """``(id, stored JSON body, cosine)`` of the ``k`` memories most similar to ``q`` among those
         :class:`MemoryFilter`'s defaults pass (working tier, not expired), most similar first, each
         re-checked in SQL as a search's are — not re-ranked, not parsed, usage untouched (what
-        corroboration judges a new memory against)."""
+        corroboration judges a new memory against). Only those with a cosine of at least
+        ``at_least``: the others are neither re-checked nor read."""
         ...
 
 

@@ -64,9 +64,12 @@ def corroborate(tenant: TenantBackend, cfg: EnrichConfig, rec: MemIR, vec: np.nd
     raised by independent agreeing sources), and the judgement (for :func:`back_links`)."""
     from ..annotate.claims import judge  # the claim rules load with the first corroborated write
 
-    near = [(_stored(body), sim) for _, body, sim in tenant.nearest(vec, cfg.neighbours, now)]
+    # A neighbour less similar than both thresholds can neither agree nor conflict (``judge``): such
+    # memories are not read at all. The closest k above them are the closest k's that pass.
+    floor = min(cfg.claim_similarity, cfg.agree_similarity)
+    near = [(_stored(body), sim) for _, body, sim in tenant.nearest(vec, cfg.neighbours, now, at_least=floor)]
     if batch:  # not stored yet: compared with their vectors here
-        near = sorted(near + [(_of_record(r), sim) for r, sim in batch.nearest(vec, cfg.neighbours)],
+        near = sorted(near + [(_of_record(r), sim) for r, sim in batch.nearest(vec, cfg.neighbours) if sim >= floor],
                       key=lambda x: -x[1])[:cfg.neighbours]
     old = rec.metadata.attributes.get("supersedes")
     j = judge(rec, [(nb, sim) for (nb, superseded), sim in near if nb.id != old and not superseded], cfg)

@@ -29,9 +29,10 @@ class PgTenantBackend(PgTenant, SqlTenantBackend):
         ``touch``, then the usage update of the hits."""
         return search(self, flt, now, q, k=k, pool=pool, context=context, weights=weights, touch=touch)
 
-    def nearest(self, q: np.ndarray, k: int, now: datetime) -> list[tuple[str, str, float]]:
-        """The ``k`` most similar memories under the default filter, as a search finds them, unparsed."""
-        return nearest(self, now, q, k)
+    def nearest(self, q: np.ndarray, k: int, now: datetime, *, at_least: float = float("-inf")) -> list[tuple[str, str, float]]:
+        """The ``k`` most similar memories under the default filter (cosine ``at_least``), as a search
+        finds them, unparsed."""
+        return nearest(self, now, q, k, at_least=at_least)
 
 
 class PgStoreBackend(PgDB):

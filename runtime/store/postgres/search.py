@@ -73,14 +73,16 @@ def _search(tenant: PgTenant, flt: MemoryFilter, now: datetime, q: np.ndarray, *
     return SearchResult(hits, [int(r[0]) for _, _, r in top], raw)
 
 
-def nearest(tenant: PgTenant, now: datetime, q: np.ndarray, k: int) -> list[tuple[str, str, float]]:
-    """The ``k`` most similar memories under the default filter as ``(id, JSON body, cosine)``, most
-    similar first: a search's candidates, neither re-ranked nor parsed."""
+def nearest(tenant: PgTenant, now: datetime, q: np.ndarray, k: int, *,
+            at_least: float = float("-inf")) -> list[tuple[str, str, float]]:
+    """The ``k`` most similar memories under the default filter with a cosine of at least
+    ``at_least``, as ``(id, JSON body, cosine)``, most similar first: a search's candidates, neither
+    re-ranked nor parsed."""
     def run() -> list[tuple[str, str, float]]:
         with tenant.tx() as conn:
             rows = _candidates(tenant, conn, no_filter(), now, np.asarray(q, np.float32), k)
         rows.sort(key=lambda r: float(r[-1]))  # <#>: the negative inner product, best first
-        return [(str(r[1]), str(r[9]), -float(r[-1])) for r in rows[:k]]
+        return [(str(r[1]), str(r[9]), -float(r[-1])) for r in rows[:k] if -float(r[-1]) >= at_least]
 
     return tenant.db.retrying(run)
 

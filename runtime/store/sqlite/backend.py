@@ -33,9 +33,10 @@ class SqliteTenantBackend(SqliteTenant, SqlTenantBackend):
         return res
 
 
-    def nearest(self, q: np.ndarray, k: int, now: datetime) -> list[tuple[str, str, float]]:
-        """The ``k`` most similar memories under the default filter, re-checked in SQL, unparsed."""
-        return nearest(self, now, q, k)
+    def nearest(self, q: np.ndarray, k: int, now: datetime, *, at_least: float = float("-inf")) -> list[tuple[str, str, float]]:
+        """The ``k`` most similar memories under the default filter (cosine ``at_least``), re-checked
+        in SQL, unparsed."""
+        return nearest(self, now, q, k, at_least=at_least)
 
 
 class SqliteStoreBackend(SqliteDB):

@@ -43,22 +43,26 @@ def search(tenant: SqliteTenant, flt: MemoryFilter, now: datetime, q: np.ndarray
     return SearchResult(hits, hit_rowids, raw)
 
 
-def nearest(tenant: SqliteTenant, now: datetime, q: np.ndarray, k: int) -> list[tuple[str, str, float]]:
-    """The ``k`` most similar memories under the default filter as ``(id, JSON body, cosine)``: the
-    cache proposes, one SQL statement re-checks them and reads their bodies (nothing parsed)."""
+def nearest(tenant: SqliteTenant, now: datetime, q: np.ndarray, k: int, *,
+            at_least: float = float("-inf")) -> list[tuple[str, str, float]]:
+    """The ``k`` most similar memories under the default filter with a cosine of at least
+    ``at_least``, as ``(id, JSON body, cosine)``: the cache proposes, one SQL statement re-checks
+    them and reads their bodies (nothing parsed; none when no candidate is that close)."""
     with tenant.db.locked():
-        rowids, sims, rows = _proposed(tenant, no_filter(), now, q, k, "m.id, m.record")
+        rowids, sims, rows = _proposed(tenant, no_filter(), now, q, k, "m.id, m.record", at_least=at_least)
     return [(*rows[r], s) for r, s in zip(rowids.tolist(), sims.tolist())]
 
 
 def _proposed(tenant: SqliteTenant, flt: MemoryFilter, now: datetime, q: np.ndarray, pool: int,
-              cols: str) -> tuple[np.ndarray, np.ndarray, dict[int, tuple[Any, ...]]]:
+              cols: str, *, at_least: float = -np.inf) -> tuple[np.ndarray, np.ndarray, dict[int, tuple[Any, ...]]]:
     """The cache proposes the top ``pool`` by cosine, SQL disposes: ``(rowids, cosines, rowid -> cols)``
     of the candidates that pass the tenant clause and the filter in SQL, best first (call under the
     store's lock). A cache that disagreed with SQL (which should not happen) is dropped and the
     candidates are taken from SQL alone."""
     for sql_only in (False, True):
         rowids, sims = _candidates(tenant, flt, now, q, pool, sql_only)
+        close = sims >= at_least
+        rowids, sims = rowids[close], sims[close]
         if len(rowids) == 0:
             return rowids, sims, {}
         rows = _verify(tenant, flt, now, rowids, cols)

@@ -263,3 +263,8 @@ def test_nearest_is_the_scopes_working_unexpired_memories_by_cosine(store: Memor
     assert recs[0].id not in {m for m, _, _ in every} and len(every) == 8  # archived out; its correction (-q) last
     assert every[-1][2] == pytest.approx(-1.0, abs=1e-5)
     assert len(store.backend.tenant("u3", "default").nearest(q, 3, later)) == 0
+    # ``at_least``: only those that close (what corroboration can judge), the closest first, as before
+    cut = (every[3][2] + every[4][2]) / 2
+    close = store.backend.tenant("u1", "default").nearest(q, 50, later, at_least=cut)
+    assert close == every[:4] and store.backend.tenant("u1", "default").nearest(q, 2, later, at_least=cut) == every[:2]
+    assert store.backend.tenant("u1", "default").nearest(q, 50, later, at_least=1.01) == []

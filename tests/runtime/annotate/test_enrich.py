@@ -142,6 +142,16 @@ def test_claims() -> None:
     assert claim_of("no copula 42 here") is None
 
 
+def test_a_claim_is_the_sentence_its_copula_is_in() -> None:
+    """A long memory's other sentences are not read into its claim: the one around the copula is."""
+    long = ("We met on Monday with Priya.\nAfter the call, the budget for project Orion is 40.5k EUR. "
+            "Anna approved it on March 3! Tom wants 55k? Maybe later.")
+    c = claim_of(long)
+    assert c is not None and c == claim_of("After the call, the budget for project Orion is 40.5k EUR")
+    assert c.values == {"40500"} and c.names == frozenset() and "priya" not in c.subject
+    assert claim_of("Intro line.\nThe refund is on its way. It is due 12 May.") is None  # the first copula's sentence
+
+
 CFG = EnrichConfig(corroborate=True)
 
 

@@ -39,6 +39,9 @@ _ID_KINDS = r"order|ticket|case|invoice|booking|reservation|account|ref|referenc
 _KIND_ID = re.compile(rf"\b({_ID_KINDS})\b(?:\s+(?:no\.?|number|num|id))?\s*[:#]?\s*#?([A-Z0-9][A-Za-z0-9-]{{2,}})\b",
                       re.I)
 _CODE = re.compile(r"(?<![\w-])([A-Z]{2,6}-\d[\dA-Z-]*)\b")
+_KINDS = tuple(_ID_KINDS.split("|"))
+_PROJECT_CUES = ("project", "projet", "team", "product", "app", "plan")
+_DIGIT = re.compile(r"\d")
 _HASH_ID = re.compile(r"(?<![\w&])#(\d{3,})\b")
 _PROJECT = re.compile(r"\b(?:project|projet|team|product|app|plan)\s+([A-Z][A-Za-z0-9-]+)")
 _PRODUCT = re.compile(r"\b((?:[A-Z][a-zA-Z]+|[a-z][A-Z][a-zA-Z]+)(?:\s[A-Z][a-zA-Z]+)?)\s((?:[A-Z]{0,3}\d+[A-Za-z0-9]*))"
@@ -77,21 +80,25 @@ def extract_entities(text: str, *, limit: int = 8) -> list[str]:
         taken.append((start, end))
         found.append((start, tag))
 
-    for m in _KIND_ID.finditer(text):
+    # Each pattern runs only when what it cannot match without is in the text (a long text pays
+    # for the patterns that can match it, not for all six).
+    digits = _DIGIT.search(text) is not None
+    lower = text.lower()
+    for m in _KIND_ID.finditer(text) if digits and any(k in lower for k in _KINDS) else ():
         ident = m.group(2)
         if any(c.isdigit() for c in ident):
             add(m.start(), m.end(), f"{m.group(1).lower()}:{ident}")
-    for m in _CODE.finditer(text):
+    for m in _CODE.finditer(text) if digits and "-" in text else ():
         add(m.start(1), m.end(1), f"id:{m.group(1)}")
-    for m in _HASH_ID.finditer(text):
+    for m in _HASH_ID.finditer(text) if digits and "#" in text else ():
         add(m.start(), m.end(), f"id:{m.group(1)}")
-    for m in _PROJECT.finditer(text):
+    for m in _PROJECT.finditer(text) if any(k in text for k in _PROJECT_CUES) else ():
         if m.group(1).lower() not in _NOT_NAMES:
             add(m.start(1), m.end(1), f"project:{m.group(1).lower()}")
     for m in _PERSON.finditer(text):
         if all(w.lower() not in _NOT_NAMES for w in m.group(1).split()):
             add(m.start(1), m.end(1), f"person:{m.group(1).lower()}")
-    for m in _PRODUCT.finditer(text):
+    for m in _PRODUCT.finditer(text) if digits else ():
         name = m.group(1)
         if any(w.lower() in _NOT_NAMES for w in name.split()):
             continue

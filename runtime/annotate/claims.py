@@ -52,7 +52,7 @@ class Claim:
 def claim_of(text: str) -> Claim | None:
     """The claim a memory makes, or ``None`` when it has no ``<subject> <copula> <value>`` shape
     with a number, an amount, a date or a name in the value (copulas include ``lives in``,
-    ``works at``, ``reports to``...).
+    ``works at``, ``reports to``...). The claim is read from the sentence of the first copula only.
 
     Numbers are normalised (``40k`` = ``40,000`` = ``40000``; ``%`` kept), month and day names
     lower-cased; names are the value's capitalised words other than month and day names, lower-cased

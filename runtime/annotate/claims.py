@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from ..record.memir import MemIR
 from .enrich import EnrichConfig
 
-__all__ = ["Claim", "Judgement", "Neighbour", "claim_of", "corroborated_confidence", "judge"]
+__all__ = ["Claim", "Judgement", "Neighbour", "claim_of", "corroborated_confidence", "judge", "least_similarity"]
 
 _NUM = re.compile(r"(\d[\d,]*(?:\.\d+)?)\s*(k|m|bn|%)?(?![\w])", re.I)
 _MONTHS = ("january february march april may june july august september october november december "
@@ -174,6 +174,12 @@ def judge(new: MemIR, neighbours: Sequence[tuple[MemIR | Neighbour, float]], con
                 best[nb.source] = max(best.get(nb.source, 0.0), nb.confidence)
     conf = corroborated_confidence(new.metadata.confidence, list(best.values()), config) if best else None
     return Judgement(tuple(agrees), tuple(independent), tuple(contra), conf)
+
+
+def least_similarity(config: EnrichConfig) -> float:
+    """The cosine below which a neighbour can neither agree nor conflict under :func:`judge` (it is
+    under both ``claim_similarity`` and ``agree_similarity``): such neighbours need not be read."""
+    return min(config.claim_similarity, config.agree_similarity)
 
 
 def corroborated_confidence(confidence: float, sources: Sequence[float], config: EnrichConfig) -> float:

@@ -83,7 +83,7 @@ def extract_entities(text: str, *, limit: int = 8) -> list[str]:
     # Each pattern runs only when what it cannot match without is in the text (a long text pays
     # for the patterns that can match it, not for all six).
     digits = _DIGIT.search(text) is not None
-    lower = text.lower()
+    lower = text.lower() if digits else ""
     for m in _KIND_ID.finditer(text) if digits and any(k in lower for k in _KINDS) else ():
         ident = m.group(2)
         if any(c.isdigit() for c in ident):

@@ -239,7 +239,8 @@ def _read_jsonl(data: bytes, first_line: int, dim: int, *, head: bool) -> ChunkR
     lines: list[int] = []
     objs: list[Any] = []
     raws: list[bytes] = []
-    for k, raw in enumerate(data.split(b"\n")):
+    parts = data.split(b"\n")
+    for k, raw in enumerate(parts):
         line = first_line + k
         if head and k == 0 and raw.startswith(b"\xef\xbb\xbf"):
             raw = raw[3:]  # a UTF-8 byte-order mark is not part of the first record
@@ -269,7 +270,7 @@ def _read_jsonl(data: bytes, first_line: int, dim: int, *, head: bool) -> ChunkR
             continue
         good.add(lines[i], rec, vec)
     rejects.sort(key=lambda r: r[0])
-    spans = data.count(b"\n")
+    spans = len(parts) - 1  # the chunk's line ends
     if not good.lines:
         return ChunkResult(fast, rejects, rows, fast.num_rows, spans)
     table = pa.concat_tables([fast, good.table()]).sort_by("line") if len(fast) else good.table()

@@ -62,11 +62,11 @@ def corroborate(tenant: TenantBackend, cfg: EnrichConfig, rec: MemIR, vec: np.nd
     stored ones and the batch's earlier items; superseded versions and the version it corrects are
     skipped. Returns the record with its links in ``related`` and ``attributes`` (and its confidence
     raised by independent agreeing sources), and the judgement (for :func:`back_links`)."""
-    from ..annotate.claims import judge  # the claim rules load with the first corroborated write
+    from ..annotate.claims import judge, least_similarity  # the claim rules load with the first corroborated write
 
-    # A neighbour less similar than both thresholds can neither agree nor conflict (``judge``): such
-    # memories are not read at all. The closest k above them are the closest k's that pass.
-    floor = min(cfg.claim_similarity, cfg.agree_similarity)
+    # Neighbours too far to be judged are not read at all; the closest k above the floor are the
+    # closest k's that pass.
+    floor = least_similarity(cfg)
     near = [(_stored(body), sim) for _, body, sim in tenant.nearest(vec, cfg.neighbours, now, at_least=floor)]
     if batch:  # not stored yet: compared with their vectors here
         near = sorted(near + [(_of_record(r), sim) for r, sim in batch.nearest(vec, cfg.neighbours) if sim >= floor],

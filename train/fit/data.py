@@ -74,6 +74,12 @@ class IndexBatches(Sampler[torch.Tensor]):
     With ``rank_groups``, rows of one decision stay contiguous inside one batch (groups are
     shuffled, then packed; unshuffled, they keep their order), so the ranking loss sees the whole
     group; cuts snap to group boundaries.
+
+    Every epoch yields exactly ``len(self)`` batches: Lightning validates when an epoch's batch count
+    reaches the length it read once before training, so an epoch one batch short (a cut snapped past
+    the last group start) would skip validation, and early stopping would then fail on a missing
+    ``val_loss``. Where snapping leaves fewer batches, the largest batches are split at a group
+    boundary until the count is ``min(ceil(n / batch_size), number of groups)``.
     """
 
     def __init__(self, idx: np.ndarray, batch_size: int, *, shuffle: bool, seed: int,
@@ -101,7 +107,7 @@ class IndexBatches(Sampler[torch.Tensor]):
             # Snap every nominal cut forward to the next group start, so no group is split.
             at = np.searchsorted(starts, cuts)
             cuts = np.unique(starts[at[at < len(starts)]])
-            cuts = cuts[cuts > 0]
+            cuts = _split_to(cuts[cuts > 0], starts, n, self._count(n))
         elif self.shuffle:
             idx = rng.permutation(idx)
         batches = [b for b in np.split(idx, cuts) if len(b)]
@@ -113,8 +119,35 @@ class IndexBatches(Sampler[torch.Tensor]):
     def __iter__(self) -> Iterator[torch.Tensor]:
         return (torch.from_numpy(b) for b in self._batches())
 
+    def _count(self, n: int) -> int:
+        """Batches per epoch before sharding: one per ``batch_size`` rows, at most one per group."""
+        count = math.ceil(n / self.bs)
+        if self.rank_groups is not None and n:
+            count = min(count, len(np.unique(self.rank_groups[self.idx])))
+        return count
+
     def __len__(self) -> int:
-        return math.ceil(math.ceil(len(self.idx) / self.bs) / self.world)
+        return math.ceil(self._count(len(self.idx)) / self.world)
+
+
+def _split_to(cuts: np.ndarray, starts: np.ndarray, n: int, count: int) -> np.ndarray:
+    """``cuts`` with cuts added at group ``starts`` until they make ``count`` batches of ``n`` rows:
+    each added cut splits the largest batch that holds more than one group, at the start nearest its
+    middle."""
+    cuts = [int(c) for c in cuts]
+    inner = starts[starts > 0]
+    while len(cuts) + 1 < count:
+        bounds = [0, *cuts, n]
+        best = None
+        for lo, hi in sorted(zip(bounds[:-1], bounds[1:]), key=lambda b: b[0] - b[1]):
+            inside = inner[(inner > lo) & (inner < hi)]
+            if len(inside):
+                best = int(inside[np.argmin(np.abs(inside - (lo + hi) / 2))])
+                break
+        if best is None:  # cannot happen while count <= number of groups
+            break
+        cuts = sorted([*cuts, best])
+    return np.asarray(cuts, dtype=np.int64)
 
 
 def group_split(groups: np.ndarray, val_frac: float, seed: int) -> tuple[np.ndarray, np.ndarray]:

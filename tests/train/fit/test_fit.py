@@ -177,7 +177,7 @@ def test_index_batches_cover_each_row_once_keep_groups_whole_and_shard() -> None
     rg = np.repeat(np.arange(60), np.tile([5, 9, 13], 20))[:506]  # ragged decision groups
     s = IndexBatches(idx, 64, shuffle=True, seed=0, rank_groups=rg)
     batches = [b.numpy() for b in s]
-    assert len(batches) <= len(s)
+    assert len(batches) == len(s)
     assert np.array_equal(np.sort(np.concatenate(batches)), idx)
     for b in batches:  # every group present in a batch is there completely
         for g in np.unique(rg[b]):
@@ -191,6 +191,40 @@ def test_index_batches_cover_each_row_once_keep_groups_whole_and_shard() -> None
     assert set(np.concatenate(a)).isdisjoint(np.concatenate(b))
     val = [t.numpy() for t in IndexBatches(idx, 64, shuffle=False, seed=0)]
     assert np.array_equal(np.concatenate(val), idx)
+
+
+def test_index_batches_yield_their_length_every_epoch_when_groups_swallow_a_cut() -> None:
+    """Lightning validates when an epoch's batch count reaches the sampler's length; one batch short
+    and validation never runs. Five groups of 100 rows at batch size 64: the last nominal cut (448)
+    snaps past the last group start, so packing alone gives 5 batches where the length said 8."""
+    idx = np.arange(500)
+    rg = np.repeat(np.arange(5), 100)
+    for shuffle in (True, False):
+        s = IndexBatches(idx, 64, shuffle=shuffle, seed=0, rank_groups=rg)
+        assert len(s) == 5
+        for epoch in range(3):
+            s.set_epoch(epoch)
+            assert len(list(s)) == 5
+    rng = np.random.default_rng(0)
+    for trial in range(200):  # ragged groups, any batch size, sharded or not: the count is the length
+        sizes = rng.integers(1, rng.integers(2, 300), size=400)
+        rg = np.repeat(np.arange(len(sizes)), sizes)
+        idx = np.flatnonzero(rng.random(len(rg)) < 0.8)
+        bs, world = int(rng.integers(8, 700)), int(rng.integers(1, 3))
+        shards = [IndexBatches(idx, bs, shuffle=bool(trial % 2), seed=trial, rank_groups=rg, rank=r, world=world)
+                  for r in range(world)]
+        for sh in shards:
+            sh.set_epoch(trial)
+        got = [[b.numpy() for b in sh] for sh in shards]
+        assert all(len(g) == len(shards[0]) for g in got), trial
+        assert set(np.concatenate([np.concatenate(g) for g in got])) == set(idx)
+
+
+def test_fit_validates_every_epoch_when_decision_groups_are_larger_than_a_batch(tmp_path: Path) -> None:
+    data = _synthetic(2, episodes=12, decisions=1, items=100)  # decisions of 100 rows, batches of 64
+    res = run(FitConfig(batch_size=64, max_epochs=3, patience=5, seed=1, hidden=(16,)), data, spec=SPEC,
+              out_dir=tmp_path)
+    assert res.epochs_run == 3 and len(res.history) == 3
 
 
 # --------------------------------------------------------------------------------------------- fit

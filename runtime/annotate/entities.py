@@ -12,11 +12,14 @@ __all__ = ["extract_entities", "intent_of"]
 
 
 # ---------------------------------------------------------------------------------------- intent
-_QUESTION = re.compile(r"\?\s*$|^(?:who|what|when|where|why|how|which|is|are|do|does|did|can|could|will|would|"
-                       r"should|may)\b", re.I)
-_REQUEST = re.compile(r"\b(?:please|pls|kindly|could you|can you|would you|i need|i want|i'd like|i would like|"
-                      r"let me know|send me|help me)\b|^(?:send|cancel|refund|update|change|fix|check|call|email|"
-                      r"book|reset|remove|add)\b", re.I)
+# Anchored parts are matched at the start only, and the phrase search checks a phrase's first letter
+# before trying the alternation: both run on every memory written with enrichment on.
+_QUESTION_START = re.compile(r"(?:who|what|when|where|why|how|which|is|are|do|does|did|can|could|will|would|"
+                             r"should|may)\b", re.I)
+_REQUEST_PHRASE = re.compile(r"\b(?=[pkcwilsh])(?:please|pls|kindly|could you|can you|would you|i need|i want|"
+                             r"i'd like|i would like|let me know|send me|help me)\b", re.I)
+_REQUEST_START = re.compile(r"(?:send|cancel|refund|update|change|fix|check|call|email|book|reset|remove|add)\b",
+                            re.I)
 
 
 def intent_of(text: str) -> Literal["question", "request", "statement"]:
@@ -27,9 +30,9 @@ def intent_of(text: str) -> Literal["question", "request", "statement"]:
     ('request', 'question', 'statement')
     """
     t = text.strip()
-    if _REQUEST.search(t):
+    if _REQUEST_START.match(t) or _REQUEST_PHRASE.search(t):
         return "request"
-    if _QUESTION.search(t):
+    if t.endswith("?") or _QUESTION_START.match(t):
         return "question"
     return "statement"
 

@@ -26,11 +26,13 @@ _MONTHS = ("january february march april may june july august september october 
            "jan feb mar apr jun jul aug sep sept oct nov dec monday tuesday wednesday thursday friday saturday "
            "sunday mon tue wed thu fri sat sun today tomorrow yesterday").split()
 _MONTH = re.compile(rf"\b({'|'.join(_MONTHS)})\b", re.I)
-_COPULA = re.compile(r"\s(?:is|are|was|were|will be|has been|have been|costs?|equals?|totals?|=|:|set to|"
+# The lookaheads name the first letters of the alternatives: most positions fail there, before the
+# alternation is tried (both patterns read whole memories, on every write with corroboration on).
+_COPULA = re.compile(r"\s(?=[iawhcetsmblr=:])(?:is|are|was|were|will be|has been|have been|costs?|equals?|totals?|=|:|set to|"
                      r"moved to|changed to|becomes|became|lives? in|lived in|works? (?:at|for)|worked (?:at|for)|"
                      r"reports? to|reported to)\s", re.I)
 _NAME = re.compile(r"\b[A-Z][\w'-]*[a-z][\w'-]*")  # a capitalised word with a lower-case letter (not EUR, not I)
-_NEG = re.compile(r"\b(?:not|no|never|none|cannot|can't|won't|isn't|aren't|wasn't|weren't|don't|doesn't|didn't)\b",
+_NEG = re.compile(r"\b(?=[ncwiad])(?:not|no|never|none|cannot|can't|won't|isn't|aren't|wasn't|weren't|don't|doesn't|didn't)\b",
                   re.I)
 _WORD = re.compile(r"[a-z0-9]+")
 _STOP = frozenset("""the a an of for to in on at our my your their his her its this that these those now currently

@@ -39,9 +39,10 @@ def intent_of(text: str) -> Literal["question", "request", "statement"]:
 
 # -------------------------------------------------------------------------------------- entities
 _ID_KINDS = r"order|ticket|case|invoice|booking|reservation|account|ref|reference|tracking|shipment|po"
-_KIND_ID = re.compile(rf"\b({_ID_KINDS})\b(?:\s+(?:no\.?|number|num|id))?\s*[:#]?\s*#?([A-Z0-9][A-Za-z0-9-]{{2,}})\b",
+_KIND_ID = re.compile(rf"\b(?=[otcibrasp])({_ID_KINDS})\b(?:\s+(?:no\.?|number|num|id))?\s*[:#]?\s*#?([A-Z0-9][A-Za-z0-9-]{{2,}})\b",
                       re.I)
 _CODE = re.compile(r"(?<![\w-])([A-Z]{2,6}-\d[\dA-Z-]*)\b")
+_DASH_DIGIT = re.compile(r"-\d")  # in every code; a search for a literal start is a fast scan
 _KINDS = tuple(_ID_KINDS.split("|"))
 _PROJECT_CUES = ("project", "projet", "team", "product", "app", "plan")
 _DIGIT = re.compile(r"\d")
@@ -93,7 +94,7 @@ def extract_entities(text: str, *, limit: int = 8) -> list[str]:
         ident = m.group(2)
         if any(c.isdigit() for c in ident):
             add(m.start(), m.end(), f"{m.group(1).lower()}:{ident}")
-    for m in _CODE.finditer(text) if digits and "-" in text else ():
+    for m in _CODE.finditer(text) if digits and _DASH_DIGIT.search(text) else ():
         add(m.start(1), m.end(1), f"id:{m.group(1)}")
     for m in _HASH_ID.finditer(text) if digits and "#" in text else ():
         add(m.start(), m.end(), f"id:{m.group(1)}")

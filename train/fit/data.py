@@ -134,10 +134,10 @@ def _split_to(cuts: np.ndarray, starts: np.ndarray, n: int, count: int) -> np.nd
     """``cuts`` with cuts added at group ``starts`` until they make ``count`` batches of ``n`` rows:
     each added cut splits the largest batch that holds more than one group, at the start nearest its
     middle."""
-    cuts = [int(c) for c in cuts]
+    out = [int(c) for c in cuts]
     inner = starts[starts > 0]
-    while len(cuts) + 1 < count:
-        bounds = [0, *cuts, n]
+    while len(out) + 1 < count:
+        bounds = [0, *out, n]
         best = None
         for lo, hi in sorted(zip(bounds[:-1], bounds[1:]), key=lambda b: b[0] - b[1]):
             inside = inner[(inner > lo) & (inner < hi)]
@@ -146,8 +146,8 @@ def _split_to(cuts: np.ndarray, starts: np.ndarray, n: int, count: int) -> np.nd
                 break
         if best is None:  # cannot happen while count <= number of groups
             break
-        cuts = sorted([*cuts, best])
-    return np.asarray(cuts, dtype=np.int64)
+        out = sorted([*out, best])
+    return np.asarray(out, dtype=np.int64)
 
 
 def group_split(groups: np.ndarray, val_frac: float, seed: int) -> tuple[np.ndarray, np.ndarray]:

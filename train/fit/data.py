@@ -86,6 +86,7 @@ class IndexBatches(Sampler[torch.Tensor]):
                  rank_groups: np.ndarray | None = None, rank: int = 0, world: int = 1) -> None:
         self.idx, self.bs, self.shuffle, self.seed = idx, batch_size, shuffle, seed
         self.rank_groups, self.rank, self.world, self.epoch = rank_groups, rank, world, 0
+        self._groups = len(np.unique(rank_groups[idx])) if rank_groups is not None and len(idx) else 0
 
     def set_epoch(self, epoch: int) -> None:
         """Called by Lightning at every epoch start: a new, reproducible order per epoch."""
@@ -122,9 +123,7 @@ class IndexBatches(Sampler[torch.Tensor]):
     def _count(self, n: int) -> int:
         """Batches per epoch before sharding: one per ``batch_size`` rows, at most one per group."""
         count = math.ceil(n / self.bs)
-        if self.rank_groups is not None and n:
-            count = min(count, len(np.unique(self.rank_groups[self.idx])))
-        return count
+        return min(count, self._groups) if self.rank_groups is not None and n else count
 
     def __len__(self) -> int:
         return math.ceil(self._count(len(self.idx)) / self.world)

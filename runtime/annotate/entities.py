@@ -47,11 +47,11 @@ _KINDS = tuple(_ID_KINDS.split("|"))
 _PROJECT_CUES = ("project", "projet", "team", "product", "app", "plan")
 _DIGIT = re.compile(r"\d")
 _HASH_ID = re.compile(r"(?<![\w&])#(\d{3,})\b")
-_PROJECT = re.compile(r"\b(?:project|projet|team|product|app|plan)\s+([A-Z][A-Za-z0-9-]+)")
+_PROJECT = re.compile(rf"\b(?:{'|'.join(_PROJECT_CUES)})\s+([A-Z][A-Za-z0-9-]+)")
 _PRODUCT = re.compile(r"\b((?:[A-Z][a-zA-Z]+|[a-z][A-Z][a-zA-Z]+)(?:\s[A-Z][a-zA-Z]+)?)\s((?:[A-Z]{0,3}\d+[A-Za-z0-9]*))"
                       r"(?:\s(Pro|Max|Plus|Mini|Ultra|Air|Lite|SE))?\b")
-# The lookahead names every cue's first letter: at most word starts the alternation is not tried at all,
-# which halves the pattern's time on long text (it runs on every memory); the matches are unchanged.
+# The lookahead names every cue's first letter: most word starts fail there, before the alternation
+# is tried, which halves the pattern's time on long text (it runs on every memory); same matches.
 _PERSON = re.compile(r"\b(?=[wWfFbBcCaAtTdDhHmMnNP])(?:(?i:with|from|by|cc|ask|asked|call|called|contact|contacted|"
                      r"told|tell|thank|thanks|dear|hi|hello|colleague|manager|agent|named)\s+(?:(?:Mr|Ms|Mrs|Dr|Prof)\.?\s+)?"
                      r"|(?:Mr|Ms|Mrs|Dr|Prof)\.?\s+)([A-Z][a-z]+(?:\s[A-Z][a-z]+)?)\b")

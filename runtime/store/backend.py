@@ -209,7 +209,8 @@ class ScopeReads(Protocol):
         :class:`MemoryFilter`'s defaults pass (working tier, not expired), most similar first, each
         re-checked in SQL as a search's are — not re-ranked, not parsed, usage untouched (what
         corroboration judges a new memory against). Only those with a cosine of at least
-        ``at_least``: the others are neither re-checked nor read."""
+        ``at_least``: on SQLite the others are neither re-checked nor read; PostgreSQL finds and reads
+        the candidates in one statement and drops them there."""
         ...
 
 

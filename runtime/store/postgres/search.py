@@ -81,8 +81,8 @@ def nearest(tenant: PgTenant, now: datetime, q: np.ndarray, k: int, *,
     def run() -> list[tuple[str, str, float]]:
         with tenant.tx() as conn:
             rows = _candidates(tenant, conn, no_filter(), now, np.asarray(q, np.float32), k)
-        rows.sort(key=lambda r: float(r[-1]))  # <#>: the negative inner product, best first
-        return [(str(r[1]), str(r[9]), -float(r[-1])) for r in rows[:k] if -float(r[-1]) >= at_least]
+        best = sorted(((-float(r[-1]), r) for r in rows), key=lambda x: -x[0])[:k]  # <#>: negative inner product
+        return [(str(r[1]), str(r[9]), sim) for sim, r in best if sim >= at_least]
 
     return tenant.db.retrying(run)
 

@@ -29,7 +29,7 @@ from runtime.encoders import HashEmbedder
 from runtime.record import RecordBuilder, Sensitivity
 from runtime.record.redaction import RedactionKind, redact
 from runtime.record.redaction.detectors import RULES
-from runtime.record.redaction.redactor import _WINDOW_MIN_CHARS, _apply, _apply_windowed, _compile_gate
+from runtime.record.redaction.redactor import _WINDOW_MIN_CHARS, _apply, _apply_windowed, _compile_gate, _trie_pattern
 
 MIN_RECALL = 0.97
 MAX_FP_RATE = 0.01
@@ -53,6 +53,26 @@ def test_corpus_is_big_varied_and_well_formed() -> None:
     assert len({c.text for c in cases}) == len(cases)
     assert len({b.text for b in good}) == len(good)
     assert not {c.text for c in cases} & {b.text for b in good}
+
+
+def test_the_gate_scanner_finds_the_longest_literal_at_every_position_like_an_ordered_alternation() -> None:
+    """The gate literals' prefix-tree pattern against the plain longest-first alternation it replaced, on
+    text made of the literals themselves (prefixes of one another, overlapping, run together) and of
+    the corpus's sentences: the same literal found at the same position, every time."""
+    lits = sorted({g for r in RULES if r.gate for g in r.gate if g.isascii() and g == g.lower()}, key=len, reverse=True)
+    assert len(lits) > 100 and any(a != b and b.startswith(a) for a in lits for b in lits)  # prefixes of others
+    plain = re.compile("(?=(" + "|".join(re.escape(g) for g in lits) + "))")
+    tree = re.compile("(?=(" + _trie_pattern(lits) + "))")
+    rng = random.Random(5)
+    texts = [c.text.lower() for c in secrets()] + [b.text.lower() for b in benign()]
+    texts += ["".join(rng.choice(lits)[: rng.randint(1, 12)] + rng.choice(["", " ", "x", "-"]) for _ in range(20))
+              for _ in range(2000)]
+    found = 0
+    for t in texts:
+        a = [(m.start(), m.group(1)) for m in plain.finditer(t)]
+        assert [(m.start(), m.group(1)) for m in tree.finditer(t)] == a, t
+        found += len(a)
+    assert found > 10_000
 
 
 def test_corpus_is_deterministic() -> None:

@@ -174,21 +174,28 @@ class VectorCache:
                     self._cols[c][i] = -1 if r[j] is None else self._vocab[c].setdefault(r[j], len(self._vocab[c]))
                 for j, c in enumerate(FLOAT_COLUMNS, 1 + len(CODED_COLUMNS)):
                     self._cols[c][i] = np.nan if r[j] is None else r[j]
-        else:
-            self._rowids[lo:hi] = np.fromiter((r[0] for r in rows), dtype=np.int64, count=k)
+        else:  # column by column, each text column's distinct values coded once (most hold one or two)
+            columns = list(zip(*rows))
+            self._rowids[lo:hi] = columns[0]
             for j, c in enumerate(CODED_COLUMNS, 1):
                 vocab = self._vocab[c]
-                self._cols[c][lo:hi] = np.fromiter(
-                    (-1 if r[j] is None else vocab.setdefault(r[j], len(vocab)) for r in rows), dtype=np.int32, count=k)
+                codes = {v: -1 if v is None else vocab.setdefault(v, len(vocab)) for v in dict.fromkeys(columns[j])}
+                if len(codes) == 1:
+                    self._cols[c][lo:hi] = next(iter(codes.values()))
+                else:
+                    self._cols[c][lo:hi] = list(map(codes.__getitem__, columns[j]))
             for j, c in enumerate(FLOAT_COLUMNS, 1 + len(CODED_COLUMNS)):
-                self._cols[c][lo:hi] = np.fromiter(
-                    (np.nan if r[j] is None else r[j] for r in rows), dtype=np.float64, count=k)
+                self._cols[c][lo:hi] = np.array(columns[j], dtype=np.float64)  # None -> NaN
         has = np.fromiter((r[-1] is not None for r in rows), dtype=bool, count=k)
         self._has_vec[lo:hi] = has
         if vectors is not None:  # rows without a vector are zeros there, as here
             self._mat[lo:hi] = vectors
         elif has.all() and all(r[-2] == tiers.HOT_FORMAT for r in rows):
-            self._mat[lo:hi] = np.frombuffer(b"".join(r[-1] for r in rows), dtype=np.float32).reshape(k, self.dim)
+            # each row's bytes straight into its matrix row: joining them first allocated and copied
+            # the whole block once more (~80 us of a 100-row load)
+            out, width = memoryview(self._mat[lo:hi]).cast("B"), 4 * self.dim
+            for i, r in enumerate(rows):
+                out[i * width:(i + 1) * width] = r[-1]
         else:  # cold rows (or rows without a vector of this encoder) among them: decode by format
             idx = np.flatnonzero(has)
             self._mat[lo + idx] = tiers.decode_rows([(rows[i][-1], rows[i][-2]) for i in idx.tolist()], self.dim)

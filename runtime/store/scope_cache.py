@@ -193,7 +193,7 @@ class VectorCache:
         elif has.all() and all(r[-2] == tiers.HOT_FORMAT for r in rows):
             # each row's bytes straight into its matrix row: joining them first allocated and copied
             # the whole block once more (~80 us of a 100-row load)
-            out, width = memoryview(self._mat[lo:hi]).cast("B"), 4 * self.dim
+            out, width = self._mat[lo:hi].data.cast("B"), 4 * self.dim
             for i, r in enumerate(rows):
                 out[i * width:(i + 1) * width] = r[-1]
         else:  # cold rows (or rows without a vector of this encoder) among them: decode by format

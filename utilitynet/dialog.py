@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
@@ -121,25 +121,29 @@ def session_context(texts: Sequence[str], emb: np.ndarray, roles: Sequence[str] 
 
 
 def sessions_context(texts: Sequence[str], emb: np.ndarray, bounds: np.ndarray,
-                     roles: Sequence[str] | None = None) -> np.ndarray:
+                     roles: Sequence[str] | None = None, *, emb_rows: np.ndarray | None = None) -> np.ndarray:
     """:func:`session_context` of many sessions at once: session ``k`` is rows
     ``bounds[k]:bounds[k + 1]`` (each in turn order). Everything is computed for all turns in one
     pass except the max cosine, which needs each session's cosine matrix. Every value equals what
     :func:`session_context` gives for that session alone (it is this function with one session).
+
+    ``emb_rows``: text ``i``'s embedding is ``emb[emb_rows[i]]`` (default: ``emb`` is row-aligned
+    with the texts), so a caller holding a larger matrix need not copy the rows out first.
     """
     n = len(texts)
-    E = np.array(emb, dtype=np.float64)                    # a copy of our own: cleaned and scaled in place
-    if E.ndim != 2 or E.shape[0] != n:
+    E = np.asarray(emb)
+    if E.ndim != 2 or (emb_rows is None and E.shape[0] != n):
         raise ValueError(f"emb must have shape ({n}, d) to match the texts, got {E.shape}")
+    if emb_rows is not None:
+        emb_rows = np.asarray(emb_rows, dtype=np.int64)
+        if emb_rows.shape != (n,) or (n > 0 and (emb_rows.min() < 0 or emb_rows.max() >= E.shape[0])):
+            raise ValueError(f"emb_rows must be {n} row indices into emb's {E.shape[0]} rows")
     b = np.asarray(bounds, dtype=np.int64)
     if b.ndim != 1 or len(b) < 1 or b[0] != 0 or b[-1] != n or (np.diff(b) < 0).any():
         raise ValueError(f"bounds must rise from 0 to {n}")
     out = np.zeros((n, len(CONTEXT_NAMES)))
     if n == 0:
         return out
-    if not np.isfinite(E).all():
-        np.nan_to_num(E, copy=False)
-    E /= np.maximum(np.linalg.norm(E, axis=1, keepdims=True), 1e-12)
     bare = [_strip_caption(t) for t in texts]
     has_q = np.array(["?" in t for t in bare])
     react = np.array([bool(_REACT.search(t)) for t in bare])
@@ -160,9 +164,8 @@ def sessions_context(texts: Sequence[str], emb: np.ndarray, bounds: np.ndarray,
     # cosines, all from each session's cosine matrix, sessions of one length in one batched product
     starts = b[:-1][sizes > 0]
     own = np.repeat(np.arange(len(starts)), sizes[sizes > 0])
-    for size in np.unique(sizes[sizes > 1]).tolist():
-        rows = b[:-1][sizes == size][:, None] + np.arange(size)
-        block = E[rows]                                     # (sessions, size, d)
+    for size, rows in _session_blocks(b, sizes):
+        block = _unit_rows(E, rows if emb_rows is None else emb_rows[rows])  # (sessions, size, d)
         S = block @ block.transpose(0, 2, 1)
         diag = np.arange(size)
         out[rows[:, :-1], 9] = S[:, diag[:-1], diag[1:]]    # to the next turn
@@ -175,6 +178,32 @@ def sessions_context(texts: Sequence[str], emb: np.ndarray, bounds: np.ndarray,
         raise ValueError(f"roles must have one entry per text ({n}), got {len(roles)}")
     out[:, len(_BASE_NAMES):] = _role_context(bare, roles, b, own, i)
     return np.nan_to_num(out)
+
+
+_BLOCK_ROWS = 2048
+"""Turns whose cosine matrices are computed at once: bounds the float64 copy of their vectors (a
+scoring block of 8,192 turns copied whole was ~80 MB of a decider's peak); every session's matrix is
+its own product, so the values do not depend on it."""
+
+
+def _session_blocks(b: np.ndarray, sizes: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
+    """``(size, rows)`` for the sessions of more than one turn, those of one size together, at most
+    about :data:`_BLOCK_ROWS` turns at a time: ``rows[j]`` are the row indices of one session."""
+    for size in np.unique(sizes[sizes > 1]).tolist():
+        rows = b[:-1][sizes == size][:, None] + np.arange(size)
+        step = max(1, _BLOCK_ROWS // size)
+        for lo in range(0, len(rows), step):
+            yield size, rows[lo:lo + step]
+
+
+def _unit_rows(emb: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """The rows of ``emb`` picked by ``rows``, as float64 unit vectors (non-finite values zeroed first;
+    a zero row stays zero): each row exactly as scaling the whole matrix would make it."""
+    x = np.array(emb[rows], dtype=np.float64)
+    if not np.isfinite(x).all():
+        np.nan_to_num(x, copy=False)
+    x /= np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), 1e-12)
+    return x
 
 
 def _segment_max(v: np.ndarray, seg: np.ndarray, k: int) -> np.ndarray:

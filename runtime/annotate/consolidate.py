@@ -63,7 +63,7 @@ def history_session_features(records: list[MemIR], vectors: np.ndarray) -> np.nd
 
 def history_session_columns(session_ids: Sequence[str | None], turn: np.ndarray, contents: Sequence[str],
                             vectors: np.ndarray, roles: Sequence[str] | np.ndarray,
-                            scopes: np.ndarray | None = None) -> np.ndarray:
+                            scopes: np.ndarray | None = None, *, vector_rows: np.ndarray | None = None) -> np.ndarray:
     """:func:`history_session_features` of records held column-wise (write order): their session
     ids, which are turns of the conversation (not redacted placeholders), contents, vectors and
     dialog roles (names, or codes into :data:`utilitynet.columns.DIALOG_ROLES`).
@@ -72,6 +72,9 @@ def history_session_columns(session_ids: Sequence[str | None], turn: np.ndarray,
     scope contiguous and in its write order. A session belongs to its scope (the same id in two
     scopes is two sessions) and each scope's open session is that of its own latest write. Every
     row equals what the scope alone gives (the context is computed session by session).
+
+    ``vector_rows``: row ``i``'s vector is ``vectors[vector_rows[i]]`` (default: row-aligned), so a
+    block's vectors are read where they are instead of being copied into this order first.
     """
     n = len(session_ids)
     out = np.full((n, len(CONTEXT_NAMES)), np.nan)
@@ -93,7 +96,9 @@ def history_session_columns(session_ids: Sequence[str | None], turn: np.ndarray,
     vecs = np.asarray(vectors, dtype=np.float32)
     names = [DIALOG_ROLES[int(r)] if not isinstance(r, str) and 0 <= int(r) < len(DIALOG_ROLES)
              else str(r) for r in (roles[i] for i in rows)]
-    out[rows] = sessions_context([contents[i] for i in rows], vecs[rows], bounds, names)
+    at = np.asarray(rows, dtype=np.int64)
+    out[rows] = sessions_context([contents[i] for i in rows], vecs, bounds, names,
+                                 emb_rows=at if vector_rows is None else np.asarray(vector_rows, dtype=np.int64)[at])
     return out
 
 
@@ -115,7 +120,7 @@ def scopes_session_columns(session_ids: Sequence[str | None], turn: np.ndarray, 
     ol = order.tolist()
     picked = roles[order] if isinstance(roles, np.ndarray) else [roles[i] for i in ol]
     return history_session_columns([session_ids[i] for i in ol], turn[order], [contents[i] for i in ol],
-                                   vectors[order], picked, scopes=np.repeat(np.arange(len(sizes)), sizes))
+                                   vectors, picked, scopes=np.repeat(np.arange(len(sizes)), sizes), vector_rows=order)
 
 
 def dump_session_context(records: Sequence[MemIR], vectors: Sequence[np.ndarray | None]

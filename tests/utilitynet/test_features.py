@@ -558,3 +558,31 @@ def test_sessions_context_of_many_sessions_equals_each_alone() -> None:
     alone = np.vstack([session_context(texts[a:b], emb[a:b]) for a, b in zip(bounds[:-1], bounds[1:])])
     assert np.array_equal(together, alone)
     assert together[1, 0] == 0 and together[3, 0] == 1  # the caption cue
+
+
+def test_sessions_context_reads_rows_in_place_and_in_bounded_blocks_with_the_same_values(monkeypatch) -> None:
+    """``emb_rows`` (vectors read where they lie in a larger matrix) and the cap on how many turns'
+    cosine matrices are computed at once change no value, to the bit: non-finite and zero vectors,
+    sessions of many lengths, blocks of one session and of many."""
+    import utilitynet.dialog as dialog
+
+    rng = np.random.default_rng(11)
+    sizes = rng.choice([1, 2, 3, 7, 20, 41], size=120)
+    bounds = np.r_[0, np.cumsum(sizes)]
+    n = int(bounds[-1])
+    words = ["hi", "what", "about", "the", "hotel", "?", "I", "went", "lol", "[image: a cat]"]
+    texts = [" ".join(rng.choice(words, rng.integers(1, 12))) for _ in range(n)]
+    roles = [str(r) for r in rng.choice(["user", "agent"], n)]
+    big = rng.standard_normal((3 * n, 16)).astype(np.float32)
+    where = rng.permutation(3 * n)[:n]
+    big[where[:4]] = 0.0
+    big[where[4:7], 3] = np.nan
+    emb = big[where].copy()
+    whole = dialog.sessions_context(texts, emb, bounds, roles)
+    assert np.array_equal(dialog.sessions_context(texts, big, bounds, roles, emb_rows=where), whole)
+    for cap in (1, 25, 100):
+        monkeypatch.setattr(dialog, "_BLOCK_ROWS", cap)
+        assert np.array_equal(dialog.sessions_context(texts, emb, bounds, roles), whole)
+        assert np.array_equal(dialog.sessions_context(texts, big, bounds, roles, emb_rows=where), whole)
+    with pytest.raises(ValueError, match="emb_rows"):
+        dialog.sessions_context(texts, big, bounds, roles, emb_rows=np.r_[where[:-1], 3 * n])

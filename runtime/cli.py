@@ -365,6 +365,9 @@ def cmd_migrate_schema(a: argparse.Namespace) -> int:
 
 def cmd_score(a: argparse.Namespace) -> int:
     from .batch import ScoreConfig, score_dump
+    from .batch.memory import release_promptly
+
+    release_promptly()  # first: before anything loads Arrow in this process
     from .store.dumps import check_dump
 
     for d in a.dump:

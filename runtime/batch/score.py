@@ -25,7 +25,6 @@ scope. ``engine="rows"`` is the record-at-a-time reference path (:mod:`runtime.b
 
 from __future__ import annotations
 
-import functools
 import os
 import time
 from collections.abc import Iterator, Sequence
@@ -37,6 +36,7 @@ import numpy as np
 from ..errors import MissingDependencyError, ValidationError
 from ..record.memir import utcnow
 from .config import ENGINES, FILE_SHIFT, ScoreConfig, duplicate_reason, scope_failure_text
+from .memory import give_back, release_promptly
 from .processes import in_processes
 from .quarantine import Quarantine
 
@@ -222,28 +222,6 @@ def _table(data: bytes) -> Any:
     return ipc.open_stream(data).read_all()
 
 
-def _give_back_memory() -> None:
-    """Return freed memory to the system: what the read freed would otherwise stay in the allocators'
-    free lists (Arrow's and the C library's) while the decisions run beside it."""
-    import pyarrow as pa
-    pa.default_memory_pool().release_unused()
-    libc = _libc()
-    if libc is not None:
-        libc.malloc_trim(0)
-
-
-@functools.cache
-def _libc() -> Any:
-    """The C library, loaded at the first use (not at import), if it is glibc (``malloc_trim``)."""
-    import ctypes
-    import ctypes.util
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        return libc if hasattr(libc, "malloc_trim") else None  # glibc only
-    except OSError:
-        return None
-
-
 def _decisions(groups: Any, decider: Any, cfg: ScoreConfig, now: Any, workers: int) -> Iterator[tuple[int, Any]]:
     """Each block's row count with its decision (``decide_many``'s result), in block order: decided
     here (``workers <= 1``) or by ``workers`` processes. A scope's decision does not depend on where
@@ -339,6 +317,7 @@ def score_dump(dump: str | Path | Sequence[str | Path], out: str | Path, cfg: Sc
             report = score_rows(paths[0], out, cfg, progress=progress)
             return {**report, "engine": "rows", "note": "pyarrow is not installed, so the record-at-a-time "
                     "engine ran: pip install 'memir-runtime[batch]' for the columnar one"}
+    release_promptly()  # before Arrow is loaded here, and before any worker process starts
     _pyarrow_check()
     if engine == "ray":
         from .ray_engine import score_with_ray
@@ -405,7 +384,7 @@ def _score_local(paths: list[Path], out: Path, cfg: ScoreConfig, *, progress: bo
                 n_fast += res.fast
                 parts += 1
                 if parts % 16 == 0:
-                    _give_back_memory()
+                    give_back()
                 if bar is not None:
                     bar.update(res.rows)
                     bar.set_postfix(quarantined=quarantine.count, refresh=False)
@@ -414,7 +393,7 @@ def _score_local(paths: list[Path], out: Path, cfg: ScoreConfig, *, progress: bo
             bar = None
         t_read = time.perf_counter() - t0
         del seen  # the ids' hashes are not needed to decide
-        _give_back_memory()
+        give_back()
         if progress:
             from tqdm import tqdm
             bar = tqdm(desc="decide", unit="rec", total=n_rows - quarantine.count, mininterval=0.5)

@@ -199,7 +199,7 @@ def _session_blocks(b: np.ndarray, sizes: np.ndarray) -> Iterator[tuple[int, np.
 def _unit_rows(emb: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """The rows of ``emb`` picked by ``rows``, as float64 unit vectors (non-finite values zeroed first;
     a zero row stays zero): each row exactly as scaling the whole matrix would make it."""
-    x = np.array(emb[rows], dtype=np.float64)
+    x = emb[rows].astype(np.float64, copy=False)  # the gather is a new array: scaled in place below
     if not np.isfinite(x).all():
         np.nan_to_num(x, copy=False)
     x /= np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), 1e-12)

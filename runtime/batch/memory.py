@@ -4,9 +4,9 @@ Arrow's default allocator here is mimalloc, which by default returns freed pages
 (``MADV_FREE``, after a delay): the kernel takes them back only under memory pressure, and until then
 they count in the process's RSS. :func:`release_promptly` asks it to decommit freed pages at once —
 for this process if Arrow is not loaded yet, and for every worker process started after it (they
-inherit the environment). Measured with ``memir score`` on 5M records (CLI, every process sampled
-every 0.2 s): the process tree's peak 1,028 -> 913 MB as the sum of RSS, the main process's peak
-596 -> 524 MB, 37.6k / 35.6k records/s (the same within this machine's run-to-run spread).
+inherit the environment). Measured with the CLI on 5M records (every process sampled every 0.2 s):
+the process tree's peak 1,028 -> 918 MB as the sum of RSS, the main process's 596 -> 493 MB, at
+37.6k / 37.2k records/s (the same within this machine's run-to-run spread).
 
 :func:`give_back` returns what the allocators hold unused (Arrow's pool and the C library's free
 lists) at the points where a phase has just freed a lot.

@@ -39,11 +39,12 @@ def intent_of(text: str) -> Literal["question", "request", "statement"]:
 
 # -------------------------------------------------------------------------------------- entities
 _ID_KINDS = r"order|ticket|case|invoice|booking|reservation|account|ref|reference|tracking|shipment|po"
-_KIND_ID = re.compile(rf"\b(?=[otcibrasp])({_ID_KINDS})\b(?:\s+(?:no\.?|number|num|id))?\s*[:#]?\s*#?([A-Z0-9][A-Za-z0-9-]{{2,}})\b",
-                      re.I)
+_KINDS = tuple(_ID_KINDS.split("|"))
+_KIND_FIRST = "".join(sorted({k[0] for k in _KINDS}))  # the lookahead fails most positions before the alternation
+_KIND_ID = re.compile(rf"\b(?=[{_KIND_FIRST}])({_ID_KINDS})\b(?:\s+(?:no\.?|number|num|id))?\s*[:#]?\s*#?"
+                      rf"([A-Z0-9][A-Za-z0-9-]{{2,}})\b", re.I)
 _CODE = re.compile(r"(?<![\w-])([A-Z]{2,6}-\d[\dA-Z-]*)\b")
 _DASH_DIGIT = re.compile(r"-\d")  # in every code; a search for a literal start is a fast scan
-_KINDS = tuple(_ID_KINDS.split("|"))
 _PROJECT_CUES = ("project", "projet", "team", "product", "app", "plan")
 _DIGIT = re.compile(r"\d")
 _HASH_ID = re.compile(r"(?<![\w&])#(\d{3,})\b")

@@ -16,7 +16,7 @@ score = max(similarity, 0) × confidence × freshness_decay(age) × role_match
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 
@@ -79,12 +79,18 @@ class SearchResult:
     Attributes:
         hits: the re-ranked hits, best first.
         rowids: the hits' row keys in the backend (for the usage update).
-        raw: ``(id, cosine)`` of every verified candidate, in raw similarity order.
+        raw_top: ``(id, cosine)`` of every verified candidate, in raw similarity order — or a function
+            that reads them when asked (:attr:`raw`): only an explained recall needs them.
     """
 
     hits: list[Hit]
     rowids: list[int]
-    raw: list[tuple[str, float]]
+    raw_top: list[tuple[str, float]] | Callable[[], list[tuple[str, float]]]
+
+    @property
+    def raw(self) -> list[tuple[str, float]]:
+        """``(id, cosine)`` of every verified candidate, in raw similarity order."""
+        return self.raw_top() if callable(self.raw_top) else self.raw_top
 
 
 Candidate = tuple[float, float, "float | None", float, str, "str | None", "str | None", "str | None"]

@@ -27,12 +27,16 @@ import numpy as np
 
 from . import tiers
 
-__all__ = ["VectorCache", "CODED_COLUMNS", "FLOAT_COLUMNS"]
+__all__ = ["VectorCache", "CODED_COLUMNS", "FLOAT_COLUMNS", "RANK_COLUMNS"]
 
 # Filter columns mirrored from ``memories``: text columns as int codes (None -> -1), reals as float64.
 CODED_COLUMNS = ("tier", "source_type", "session_id", "active_role", "sub_role", "dialog_role", "task_id",
                  "sensitivity")
-FLOAT_COLUMNS = ("event_time", "expires_at", "confidence")  # expires_at None -> NaN
+FLOAT_COLUMNS = ("event_time", "expires_at", "confidence", "half_life_s")  # None -> NaN
+RANK_COLUMNS = ("confidence", "half_life_s", "event_time", "active_role", "sub_role", "source_type", "dialog_role")
+"""What re-ranking reads of a candidate besides its cosine, in :data:`runtime.store.ranking.Candidate`'s
+order (:meth:`VectorCache.rank_rows`). ``half_life_s`` is mirrored for re-ranking only: no filter reads it,
+and no statement changes it after the write."""
 _UNKNOWN = -2  # code of a filter value the scope has never seen: matches nothing
 _BLOCK = 256   # rows gathered per block in similarities(): 384 KB at dim 384, cache-resident
 _FEW = 4       # append() fills up to this many rows element by element
@@ -94,6 +98,20 @@ class VectorCache:
         """Codes of ``values`` in column ``name`` (values never seen get a code no row has)."""
         vocab = self._vocab[name]
         return np.array([vocab.get(v, _UNKNOWN) for v in values], dtype=np.int32)
+
+    def rank_rows(self, pos: np.ndarray) -> list[tuple[Any, ...]]:
+        """The :data:`RANK_COLUMNS` of the rows at positions ``pos``, one tuple per row, as the store's
+        own columns read back: floats, ``None`` for a missing half-life, text values for codes."""
+        columns = []
+        for c in RANK_COLUMNS:
+            values = self._cols[c][pos].tolist()
+            if c in self._vocab:  # codes -> values; -1 (None) indexes the None appended last
+                names = [*self._vocab[c], None]
+                values = [names[v] for v in values]
+            elif c == "half_life_s":
+                values = [None if v != v else v for v in values]
+            columns.append(values)
+        return list(zip(*columns))
 
     def tag_mask(self, tags: Sequence[str]) -> np.ndarray:
         """Rows carrying at least one of ``tags``."""

@@ -25,8 +25,8 @@ class SqliteTenantBackend(SqliteTenant, SqlTenantBackend):
 
     def search(self, flt: MemoryFilter, now: datetime, q: np.ndarray, *, k: int, pool: int,
                context: RoleContext | None, weights: RankWeights, touch: bool) -> SearchResult:
-        """Typed filter (on the vector cache) -> exact top-``pool`` -> SQL re-check -> re-rank -> top ``k``;
-        with ``touch``, then the usage update of the hits."""
+        """Typed filter (on the vector cache) -> exact top-``pool`` -> re-rank -> top ``k`` re-checked in
+        SQL; with ``touch``, then the usage update of the hits."""
         res = search(self, flt, now, q, k=k, pool=pool, context=context, weights=weights)
         if touch and res.rowids:
             self.touch(res.rowids, now)

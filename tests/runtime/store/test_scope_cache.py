@@ -20,7 +20,7 @@ def _rows(rng: np.random.Generator, start: int, n: int, fmt: str = "float32") ->
     for i in range(n):
         coded = ["archive" if i % 2 else "working", "direct_interaction", f"s{i % 3}", "support", None, "user",
                  None, "none"]
-        floats = [float(i), None, 0.9]
+        floats = [float(i), None, 0.9, None if i % 4 else 3600.0 * (i + 1)]
         rows.append((start + i, *coded, *floats, fmt, tiers.encode(vecs[i], fmt)))
     return rows, vecs
 

@@ -1,7 +1,8 @@
 """The SQLite scope cache after this process's own writes: the rows a write inserts go straight into
 a current cache (the next search reads nothing back), and the cache is then exactly what a load from
 the file gives — also after another connection's write, a write inside a joined transaction, and a
-write that rolled back."""
+write that rolled back. A search re-ranks its candidates from the cache's columns exactly as from
+SQL's, and never trusts a cache that SQL contradicts."""
 
 from __future__ import annotations
 
@@ -13,10 +14,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from runtime import MemoryStore
+from runtime import MemoryStore, RoleContext
 from runtime.encoders import HashEmbedder
 from runtime.errors import ValidationError
+from runtime.store.filters import build_filter
+from runtime.store.ranking import RankWeights
 from runtime.store.scope_cache import CODED_COLUMNS, FLOAT_COLUMNS, VectorCache
+from runtime.store.sqlite import search as sqlite_search
 from runtime.store.sqlite.backend import SqliteStoreBackend
 from runtime.store.sqlite.vector_cache import load_since
 
@@ -146,3 +150,69 @@ def test_a_rolled_back_write_leaves_nothing_in_the_cache(store: MemoryStore) -> 
     _assert_as_loaded(store)
     assert _cache(store).n == 1
     assert all("kept out" not in h.record.content for h in sc.recall("kept out", k=5))
+
+
+def _varied(st: MemoryStore, user: str, n: int, seed: int) -> None:
+    """``n`` memories whose re-ranking columns all vary (None where a column may be None)."""
+    rng = np.random.default_rng(seed)
+    now = datetime.now(UTC)
+    st.scope(user_id=user).write_many([{
+        "content": f"note {i} on topic {i % 7} and project {i % 5}", "confidence": float(rng.uniform(0.05, 1.0)),
+        "timestamp": now - timedelta(hours=float(rng.uniform(0, 500))),
+        "freshness_half_life": None if i % 3 == 0 else timedelta(hours=float(rng.uniform(1, 200))),
+        "active_role": ["support", "billing", "sales"][i % 3], "sub_role": [None, "refunds", "disputes", "onboarding"][i % 4],
+        "source_type": ["direct_interaction", "external_ingest", "derived_inference"][i % 3],
+        "dialog_role": ["user", "agent", "tool"][i % 3], "tags": ["a", "b"][: i % 3],
+        "expires_at": now + timedelta(days=1) if i % 11 == 0 else None} for i in range(n)])
+
+
+@pytest.mark.parametrize("weights", [RankWeights(), RankWeights(role_weights={"refunds": 1.0, "disputes": 0.2}),
+                                     RankWeights(freshness=None), RankWeights(rerank=False)],
+                         ids=["default", "role-weights", "no-default-half-lives", "no-rerank"])
+def test_a_search_ranks_from_the_cache_exactly_as_from_sql(store: MemoryStore, weights: RankWeights) -> None:
+    """The re-ranking columns the cache mirrors give the hits, their order, every factor of their
+    scores and the raw candidates bit for bit as the same candidates' columns read from SQL do."""
+    _varied(store, "u", 120, seed=1)
+    db = _db(store)
+    tenant = db.tenant("u", "default")
+    now = datetime.now(UTC) + timedelta(hours=3)
+    contexts = [None, RoleContext(active_role="billing", sub_role="refunds"), RoleContext(active_role="support")]
+    filters = [build_filter(), build_filter(tags=["a"]), build_filter(source_types=["external_ingest"]),
+               build_filter(roles=["billing"], min_confidence=0.3), build_filter(tier="any", include_expired=True)]
+    rng = np.random.default_rng(5)
+    compared = 0
+    for i in range(24):
+        q = rng.standard_normal(EMB.dim).astype(np.float32)
+        q /= np.linalg.norm(q)
+        flt, ctx = filters[i % len(filters)], contexts[i % len(contexts)]
+        k, pool = [(5, 40), (10, 10), (3, 120)][i % 3]
+        fast = tenant.search(flt, now, q, k=k, pool=pool, context=ctx, weights=weights, touch=False)
+        with db.locked():
+            ref = sqlite_search._checked(tenant, flt, now, q, k=k, pool=pool, context=ctx, weights=weights)
+        assert [h.record.id for h in fast.hits] == [h.record.id for h in ref.hits]
+        assert [h.score for h in fast.hits] == [h.score for h in ref.hits]
+        assert [h.raw_rank for h in fast.hits] == [h.raw_rank for h in ref.hits]
+        assert fast.rowids == ref.rowids and fast.raw == ref.raw
+        compared += len(fast.hits)
+    assert compared > 80
+
+
+def test_a_cache_that_sql_contradicts_is_not_trusted(store: MemoryStore) -> None:
+    """A cache claiming an archived memory is working (as a stale cache could) ranks it first; SQL
+    rejects it, and the search is redone from SQL: the archived memory is never returned, and the
+    hits are those of a store that loads its cache afresh."""
+    sc = store.scope(user_id="u")
+    _varied(store, "u", 30, seed=2)
+    target = sc.write("the one memory this query matches exactly", confidence=1.0)
+    db = _db(store)
+    with db.transaction():
+        db.tenant("u", "default").mark_superseded(target.id, "mem_newer", archive=True)
+    assert sc.recall(target.content, k=1, tier="any", update_usage=False)[0].record.id == target.id  # first there
+    cache = _cache(store)
+    archived = int(np.flatnonzero(cache.column("tier") == cache.codes("tier", ["archive"])[0])[0])
+    cache.column("tier")[archived] = cache.codes("tier", ["working"])[0]
+    hits = sc.recall(target.content, k=5, update_usage=False)
+    with MemoryStore.open(store.path, embedder=EMB) as fresh:
+        want = fresh.scope(user_id="u").recall(target.content, k=5, update_usage=False)
+    assert [h.record.id for h in hits] == [h.record.id for h in want] and len(want) == 5
+    assert target.id not in [h.record.id for h in hits]

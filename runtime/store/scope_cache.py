@@ -27,7 +27,11 @@ import numpy as np
 
 from . import tiers
 
-__all__ = ["VectorCache", "CODED_COLUMNS", "FLOAT_COLUMNS", "RANK_COLUMNS"]
+__all__ = ["MAX_BYTES", "VectorCache", "CODED_COLUMNS", "FLOAT_COLUMNS", "RANK_COLUMNS"]
+
+MAX_BYTES = 256 << 20
+"""Cached vectors and columns per store in one process (256 MiB: ~160k memories at 384 dimensions);
+past it, the least recently used scopes are dropped (they reload on their next search)."""
 
 # Filter columns mirrored from ``memories``: text columns as int codes (None -> -1), reals as float64.
 CODED_COLUMNS = ("tier", "source_type", "session_id", "active_role", "sub_role", "dialog_role", "task_id",

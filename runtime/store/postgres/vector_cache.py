@@ -42,12 +42,9 @@ from typing import Any
 import numpy as np
 
 from .. import tiers
-from ..scope_cache import CODED_COLUMNS, FLOAT_COLUMNS, VectorCache
+from ..scope_cache import CODED_COLUMNS, FLOAT_COLUMNS, MAX_BYTES, VectorCache
 
 __all__ = ["MAX_BYTES", "ScopeCaches"]
-
-MAX_BYTES = 256 << 20
-"""Cached vectors and columns per store in one process (256 MiB: ~160k memories at 384 dimensions)."""
 
 Key = tuple[str, str, str, int]
 """(user_id, agent_id, encoder_id, dim)."""

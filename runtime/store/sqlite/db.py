@@ -13,6 +13,7 @@ import os
 import sqlite3
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,7 +22,7 @@ from typing import Any, Self
 from ...encoders.embedder import Embedder
 from ...errors import DeletionPendingError, NotFoundError, ValidationError
 from .. import tiers
-from ..scope_cache import VectorCache
+from ..scope_cache import MAX_BYTES, VectorCache
 from ..usage import Accesses, UsageBuffer
 from . import vectors as _vectors
 from .schema import apply_pragmas, check_not_foreign, migrate
@@ -49,7 +50,10 @@ class SqliteDB:
         self.in_memory = path == ":memory:"
         self.lock = threading.RLock()
         self._embedder = embedder
-        self._caches: dict[tuple[str, str, str], VectorCache] = {}
+        # scopes' caches, least recently used first, and the bytes they hold (at most cache_bytes)
+        self._caches: OrderedDict[tuple[str, str, str], VectorCache] = OrderedDict()
+        self._cached_bytes = 0
+        self.cache_bytes = MAX_BYTES
         self._write_gen = 0  # bumped at every COMMIT of this connection (data_version misses those)
         self._through: list[VectorCache] | None = None  # caches the open transaction extended (write_through)
         self._closed = False
@@ -134,7 +138,7 @@ class SqliteDB:
             finally:
                 self._conn.close()
                 self._closed = True
-                self._caches.clear()
+                self.drop_caches()
 
     # ------------------------------------------------------------------ recall accesses
     def flush_usage(self) -> None:
@@ -197,7 +201,7 @@ class SqliteDB:
             except BaseException:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
-                self._caches.clear()  # anything appended during the failed transaction is gone
+                self.drop_caches()  # anything appended during the failed transaction is gone
                 raise
             finally:
                 through, self._through = self._through, None
@@ -283,12 +287,18 @@ class SqliteDB:
         if cache is None:
             cache = self._caches[key] = VectorCache(user_id, agent_id, emb.encoder_id, emb.dim)
             cache.epoch = epoch
-        if cache.epoch != epoch:
-            cache.clear()
-            cache.epoch = epoch
-        if cache.data_version != dv or cache.write_gen != self._write_gen:
-            load_since(cache, conn)
-            cache.data_version, cache.write_gen = dv, self._write_gen
+            self._cached_bytes += cache.nbytes
+        else:
+            self._caches.move_to_end(key)
+        if cache.epoch != epoch or cache.data_version != dv or cache.write_gen != self._write_gen:
+            before = cache.nbytes
+            if cache.epoch != epoch:
+                cache.clear()
+                cache.epoch = epoch
+            if cache.data_version != dv or cache.write_gen != self._write_gen:
+                load_since(cache, conn)
+                cache.data_version, cache.write_gen = dv, self._write_gen
+            self._count_cached(cache.nbytes - before)
         return cache
 
     def write_through(self, conn: sqlite3.Connection, user_id: str, agent_id: str, first_rowid: int,
@@ -305,25 +315,63 @@ class SqliteDB:
         ``COMMIT`` the caches extended are stamped with the new write generation; a ``ROLLBACK`` drops
         every cache. A transaction that also changes stored rows (a retention decision keeping a new
         candidate and archiving another) bumps the epoch, which :meth:`vector_cache` reads at every
-        use: the cache then reloads."""
+        use: the cache then reloads.
+
+        A scope with no cache gets one here when these are its first rows (none below ``first_rowid``:
+        rowids only grow), stamped as loaded now — so a new user's first recall finds their memories
+        in the process that wrote them, as later recalls do, instead of reading them back."""
         if self._through is None:
             return
-        cache = self._caches.get((user_id, agent_id, self.embedder.encoder_id))
-        if cache is None or cache.write_gen != self._write_gen or first_rowid <= cache.max_rowid:
+        key = (user_id, agent_id, self.embedder.encoder_id)
+        cache = self._caches.get(key)
+        if cache is None:
+            cache = self._first_rows_cache(conn, user_id, agent_id, first_rowid)
+            if cache is None:
+                return
+            self._caches[key] = cache
+            self._cached_bytes += cache.nbytes
+        elif cache.write_gen != self._write_gen or first_rowid <= cache.max_rowid:
             return
-        if cache.data_version != conn.execute("PRAGMA data_version").fetchone()[0]:
+        elif cache.data_version != conn.execute("PRAGMA data_version").fetchone()[0]:
             return
+        else:
+            self._caches.move_to_end(key)
+        before = cache.nbytes
         cache.append(*rows())
         self._through.append(cache)
+        self._count_cached(cache.nbytes - before)
+
+    def _first_rows_cache(self, conn: sqlite3.Connection, user_id: str, agent_id: str,
+                          first_rowid: int) -> VectorCache | None:
+        """An empty cache for a scope whose rows all start at ``first_rowid``, stamped as current; ``None``
+        when the scope holds older rows (its cache loads them on its first search)."""
+        if conn.execute("SELECT 1 FROM memories INDEXED BY ix_mem_scope WHERE user_id = ? AND agent_id = ? "
+                        "AND rowid < ? LIMIT 1", (user_id, agent_id, first_rowid)).fetchone():
+            return None
+        emb = self.embedder
+        cache = VectorCache(user_id, agent_id, emb.encoder_id, emb.dim)
+        cache.epoch = conn.execute("SELECT value FROM meta WHERE key='vector_epoch'").fetchone()[0]
+        cache.data_version = conn.execute("PRAGMA data_version").fetchone()[0]
+        cache.write_gen = self._write_gen
+        return cache
+
+    def _count_cached(self, grew: int) -> None:
+        """Count ``grew`` more bytes cached; past :attr:`cache_bytes`, drop the least recently used
+        scopes (never the one just used)."""
+        self._cached_bytes += grew
+        while self._cached_bytes > self.cache_bytes and len(self._caches) > 1:
+            _, old = self._caches.popitem(last=False)
+            self._cached_bytes -= old.nbytes
 
     def drop_caches(self) -> None:
         """Forget every cached vector (they reload on next use)."""
         self._caches.clear()
+        self._cached_bytes = 0
 
     def bump_vector_epoch(self, conn: sqlite3.Connection) -> None:
         """Inside a transaction: tell every cache, in every process, that existing rows changed."""
         conn.execute("UPDATE meta SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT) WHERE key='vector_epoch'")
-        self._caches.clear()
+        self.drop_caches()
 
     # ------------------------------------------------------------------ admin (cross-user, explicit)
     def users(self) -> list[tuple[str, str, int]]:

@@ -152,6 +152,52 @@ def test_a_rolled_back_write_leaves_nothing_in_the_cache(store: MemoryStore) -> 
     assert all("kept out" not in h.record.content for h in sc.recall("kept out", k=5))
 
 
+def test_a_new_scopes_first_write_makes_its_cache(store: MemoryStore) -> None:
+    """A scope's first rows make its cache in the process that wrote them: its first search reads
+    nothing back, and the cache equals a load from the file — also after later writes."""
+    store.scope(user_id="v").write_many([f"another user's note {j}" for j in range(3)])
+    with _loads(store) as seen:
+        store.scope(user_id="u").write_many([f"first note {j}" for j in range(4)])
+        _write(store, 1)
+        hits = store.scope(user_id="u").recall("first note 2", k=1)
+    assert seen == [] and hits[0].record.content == "first note 2"
+    _assert_as_loaded(store)
+    assert _cache(store).n == 5
+
+
+def test_a_write_to_a_scope_with_older_rows_makes_no_cache(store: MemoryStore) -> None:
+    """Rows this process never loaded (another store object wrote them) keep a write from making the
+    scope's cache: its first search loads the whole scope."""
+    with MemoryStore.open(store.path, embedder=EMB) as other:
+        _write(other, 0)
+        _write(other, 1)
+    _write(store, 2)
+    with _loads(store) as seen:
+        _cache(store)
+    assert seen, "the scope's older rows have to be read from the file"
+    _assert_as_loaded(store)
+    assert _cache(store).n == 3
+
+
+def test_the_caches_stay_within_their_byte_budget(store: MemoryStore) -> None:
+    """Past ``cache_bytes`` the least recently used scopes are dropped (the one in use never is);
+    a dropped scope reloads on its next search, and every search still finds its own rows."""
+    db = _db(store)
+    for u in range(6):
+        store.scope(user_id=f"u{u}").write_many([f"user {u} note {j}" for j in range(40)])
+    one = _cache(store, "u5").nbytes
+    assert len(db._caches) == 6
+    db.cache_bytes = 3 * one
+    _cache(store, "u0")  # u0 is used last (and brought up to date): u1 and u2 go
+    assert list(k[0] for k in db._caches) == ["u3", "u4", "u5", "u0"][-len(db._caches):]
+    assert sum(c.nbytes for c in db._caches.values()) <= 3 * one + _cache(store, "u0").nbytes
+    for u in range(6):
+        assert store.scope(user_id=f"u{u}").recall(f"user {u} note 7", k=1)[0].record.content == f"user {u} note 7"
+        assert db._cached_bytes == sum(c.nbytes for c in db._caches.values())
+    for u in range(6):
+        _assert_as_loaded(store, f"u{u}")
+
+
 def _varied(st: MemoryStore, user: str, n: int, seed: int) -> None:
     """``n`` memories whose re-ranking columns all vary (None where a column may be None)."""
     rng = np.random.default_rng(seed)

@@ -53,7 +53,7 @@ class VectorCache:
         self.user_id, self.agent_id, self.encoder_id, self.dim = user_id, agent_id, encoder_id, dim
         self.epoch: str | int | None = None       # the backend's freshness stamps, as of the last load
         self.data_version: int | None = None
-        self.write_gen: int | None = None
+        self.write_gen: int | None = None  # SQLite: None until loaded, and once this process commits rows it lacks
         self.clear()
 
     def clear(self) -> None:

@@ -56,6 +56,7 @@ class SqliteDB:
         self.cache_bytes = MAX_BYTES
         self._write_gen = 0  # bumped at every COMMIT of this connection (data_version misses those)
         self._through: list[VectorCache] | None = None  # caches the open transaction extended (write_through)
+        self._inserting: set[tuple[str, str]] = set()  # scopes the open transaction inserted rows into
         self._closed = False
         self._busy_ms = int(busy_ms)
         self.scrub_pending = False  # a deletion's bytes could not leave the WAL yet (a reader held it)
@@ -195,6 +196,7 @@ class SqliteDB:
                 return
             conn.execute("BEGIN IMMEDIATE")
             self._through = []
+            self._inserting = set()
             try:
                 yield conn
                 conn.execute("COMMIT")
@@ -206,9 +208,15 @@ class SqliteDB:
             finally:
                 through, self._through = self._through, None
             self._write_gen += 1
-            for cache in through:  # they hold this transaction's rows already (write_through)
-                if cache.write_gen == self._write_gen - 1:
-                    cache.write_gen = self._write_gen
+            # A cache of a scope this transaction inserted rows into, and did not take them
+            # (write_through), lacks them: it loads them at its next use. Every other cache is as
+            # current as before: rows enter a scope only by an insert (or a restore, which bumps the
+            # vector epoch), so another scope's commit costs it nothing.
+            enc = self.embedder.encoder_id
+            for user_id, agent_id in self._inserting:
+                cache = self._caches.get((user_id, agent_id, enc))
+                if cache is not None and all(cache is not c for c in through):
+                    cache.write_gen = None
             if self.scrub_pending:  # an earlier deletion is still in the WAL: try again, without waiting
                 self._try_truncate(0.0)
 
@@ -280,8 +288,9 @@ class SqliteDB:
         key = (user_id, agent_id, emb.encoder_id)
         cache = self._caches.get(key)
         conn = self._conn
-        # data_version: another connection committed; _write_gen: this one did; epoch: existing rows
-        # changed (deletes, forget, re-embedding, filter-column updates) -> reload from scratch.
+        # data_version: another connection committed; write_gen None: this one committed rows of the
+        # scope the cache did not take; epoch: existing rows changed (deletes, forget, re-embedding,
+        # filter-column updates) -> reload from scratch.
         dv = conn.execute("PRAGMA data_version").fetchone()[0]
         epoch = conn.execute("SELECT value FROM meta WHERE key='vector_epoch'").fetchone()[0]
         if cache is None:
@@ -290,15 +299,14 @@ class SqliteDB:
             self._cached_bytes += cache.nbytes
         else:
             self._caches.move_to_end(key)
-        if cache.epoch != epoch or cache.data_version != dv or cache.write_gen != self._write_gen:
-            before = cache.nbytes
-            if cache.epoch != epoch:
-                cache.clear()
-                cache.epoch = epoch
-            if cache.data_version != dv or cache.write_gen != self._write_gen:
-                load_since(cache, conn)
-                cache.data_version, cache.write_gen = dv, self._write_gen
-            self._count_cached(cache.nbytes - before)
+        before = cache.nbytes
+        if cache.epoch != epoch:
+            cache.clear()
+            cache.epoch = epoch
+        if cache.data_version != dv or cache.write_gen is None:
+            load_since(cache, conn)
+            cache.data_version, cache.write_gen = dv, self._write_gen
+        self._count_cached(cache.nbytes - before)
         return cache
 
     def write_through(self, conn: sqlite3.Connection, user_id: str, agent_id: str, first_rowid: int,
@@ -308,12 +316,11 @@ class SqliteDB:
         (built only when a cache takes them) — so the next search does not read back what this process
         just wrote (two statements and a blob per write).
 
-        Only when the cache held every row of the scope before — no commit by this connection (write
-        generation) or another (``PRAGMA data_version``) since it last loaded, nor since the rows it
-        took this way. That holds because rows enter a scope only through ``SqlTenant.insert``, which
-        calls this, or ``restore_rows``, which bumps the vector epoch (every cache is dropped). At
-        ``COMMIT`` the caches extended are stamped with the new write generation; a ``ROLLBACK`` drops
-        every cache. A transaction that also changes stored rows (a retention decision keeping a new
+        Only when the cache held every row of the scope before — no commit by another connection
+        (``PRAGMA data_version``) since it last loaded, nor by this one of rows of the scope it did not
+        take (``write_gen`` None, set at ``COMMIT``). That holds because rows enter a scope only through
+        ``SqlTenant.insert``, which calls this, or ``restore_rows``, which bumps the vector epoch
+        (every cache is dropped). A ``ROLLBACK`` drops every cache. A transaction that also changes stored rows (a retention decision keeping a new
         candidate and archiving another) bumps the epoch, which :meth:`vector_cache` reads at every
         use: the cache then reloads.
 
@@ -322,6 +329,7 @@ class SqliteDB:
         in the process that wrote them, as later recalls do, instead of reading them back."""
         if self._through is None:
             return
+        self._inserting.add((user_id, agent_id))
         key = (user_id, agent_id, self.embedder.encoder_id)
         cache = self._caches.get(key)
         if cache is None:
@@ -330,7 +338,7 @@ class SqliteDB:
                 return
             self._caches[key] = cache
             self._cached_bytes += cache.nbytes
-        elif cache.write_gen != self._write_gen or first_rowid <= cache.max_rowid:
+        elif cache.write_gen is None or first_rowid <= cache.max_rowid:
             return
         elif cache.data_version != conn.execute("PRAGMA data_version").fetchone()[0]:
             return

@@ -165,6 +165,26 @@ def test_a_new_scopes_first_write_makes_its_cache(store: MemoryStore) -> None:
     assert _cache(store).n == 5
 
 
+def test_a_commit_in_one_scope_costs_another_scopes_cache_nothing(store: MemoryStore) -> None:
+    """Writes and recalls (the usage update commits) in other scopes leave a scope's cache current: its
+    next search reads nothing from the file. A write to it that it could not take (it was not current)
+    is still loaded."""
+    _write(store, 0, user="u")
+    _write(store, 1, user="v")
+    store.scope(user_id="u").recall("fact number 0", k=1)
+    with _loads(store) as seen:
+        for i in range(2, 6):
+            _write(store, i, user="v")
+            store.scope(user_id="v").recall("fact number 3", k=2)
+        store.scope(user_id="u").recall("fact number 0", k=1)
+    assert seen == [], "commits in scope v made scope u read the file"
+    with MemoryStore.open(store.path, embedder=EMB) as other:
+        _write(other, 6, user="u")  # u's cache misses this row...
+    _write(store, 7, user="u")  # ...so it cannot take this one, and loads both
+    _assert_as_loaded(store, "u")
+    assert _cache(store, "u").n == 3
+
+
 def test_a_write_to_a_scope_with_older_rows_makes_no_cache(store: MemoryStore) -> None:
     """Rows this process never loaded (another store object wrote them) keep a write from making the
     scope's cache: its first search loads the whole scope."""

@@ -1,4 +1,4 @@
-"""Recall: typed filter → exact vector top-K over the rows that pass → SQL re-check → re-rank.
+"""Recall: typed filter → exact vector top-K over the rows that pass → re-rank, every hit checked in SQL.
 
 1. the arguments checked (``k``, the query text or vector, the weights); without a
    ``sensitivity`` filter, secrets stay out (:data:`~runtime.store.filters.RECALL_SENSITIVITY`);

@@ -350,8 +350,8 @@ class Scope:
                now: datetime | None = None, explain: bool = False, update_usage: bool = True,
                candidates: int | None = None, session_mix: float | None = None,
                dynamic_roles: bool | None = None, **filters: Unpack[FilterFields]) -> builtins.list[Hit]:
-        """Typed filter → exact vector top-K over the rows that pass → SQL re-check → re-rank
-        (:mod:`runtime.store.recalling`).
+        """Typed filter → exact vector top-K over the rows that pass → re-rank → the hits re-checked
+        in SQL (:mod:`runtime.store.recalling`).
 
         Args:
             query: text (embedded with the store's encoder) or a query vector.

@@ -320,9 +320,9 @@ class SqliteDB:
         (``PRAGMA data_version``) since it last loaded, nor by this one of rows of the scope it did not
         take (``write_gen`` None, set at ``COMMIT``). That holds because rows enter a scope only through
         ``SqlTenant.insert``, which calls this, or ``restore_rows``, which bumps the vector epoch
-        (every cache is dropped). A ``ROLLBACK`` drops every cache. A transaction that also changes stored rows (a retention decision keeping a new
-        candidate and archiving another) bumps the epoch, which :meth:`vector_cache` reads at every
-        use: the cache then reloads.
+        (every cache is dropped). A ``ROLLBACK`` drops every cache. A transaction that also changes
+        stored rows (a retention decision keeping a new candidate and archiving another) bumps the
+        epoch, which :meth:`vector_cache` reads at every use: the cache then reloads.
 
         A scope with no cache gets one here when these are its first rows (none below ``first_rowid``:
         rowids only grow), stamped as loaded now — so a new user's first recall finds their memories

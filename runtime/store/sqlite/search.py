@@ -139,7 +139,7 @@ def _cached(tenant: SqliteTenant, flt: MemoryFilter, now: datetime, q: np.ndarra
 
 
 def _best(sims: np.ndarray, pool: int) -> np.ndarray:
-    """Positions of the ``pool`` largest ``sims``, largest first (ties in position order)."""
+    """Positions of the ``pool`` largest ``sims``, largest first (equal ones kept in position order)."""
     if len(sims) > pool:
         top = np.argpartition(-sims, pool - 1)[:pool]
     else:

@@ -14,7 +14,7 @@ import sqlite3
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Self
@@ -309,11 +309,11 @@ class SqliteDB:
         self._count_cached(cache.nbytes - before)
         return cache
 
-    def write_through(self, conn: sqlite3.Connection, user_id: str, agent_id: str, first_rowid: int,
-                      rows: Callable[[], tuple[Sequence[Sequence[Any]], Sequence[tuple[int, str]]]]) -> None:
-        """Inside a transaction that inserted rows of a scope from ``first_rowid`` on: append them to the
-        scope's cache — ``rows()`` gives them as :meth:`VectorCache.append` takes them, with their tags
-        (built only when a cache takes them) — so the next search does not read back what this process
+    def write_through(self, conn: sqlite3.Connection, user_id: str, agent_id: str,
+                      first_rowid: int) -> VectorCache | None:
+        """Inside a transaction that inserted rows of a scope from ``first_rowid`` on: the scope's cache
+        when it can take them, or ``None``. The caller then hands them over with :meth:`take_through`
+        (built only when a cache takes them), so the next search does not read back what this process
         just wrote (two statements and a blob per write).
 
         Only when the cache held every row of the scope before — no commit by another connection
@@ -328,24 +328,31 @@ class SqliteDB:
         rowids only grow), stamped as loaded now — so a new user's first recall finds their memories
         in the process that wrote them, as later recalls do, instead of reading them back."""
         if self._through is None:
-            return
+            return None
         self._inserting.add((user_id, agent_id))
         key = (user_id, agent_id, self.embedder.encoder_id)
         cache = self._caches.get(key)
         if cache is None:
             cache = self._first_rows_cache(conn, user_id, agent_id, first_rowid)
             if cache is None:
-                return
+                return None
             self._caches[key] = cache
             self._cached_bytes += cache.nbytes
-        elif cache.write_gen is None or first_rowid <= cache.max_rowid:
+            return cache
+        if cache.write_gen is None or first_rowid <= cache.max_rowid:
+            return None
+        if cache.data_version != conn.execute("PRAGMA data_version").fetchone()[0]:
+            return None
+        self._caches.move_to_end(key)
+        return cache
+
+    def take_through(self, cache: VectorCache, rows: Sequence[Sequence[Any]], tags: Sequence[tuple[int, str]]) -> None:
+        """Append the rows :meth:`write_through` offered ``cache``, as :meth:`VectorCache.append` takes
+        them, with their tags; at ``COMMIT`` it stays current."""
+        if self._through is None:
             return
-        elif cache.data_version != conn.execute("PRAGMA data_version").fetchone()[0]:
-            return
-        else:
-            self._caches.move_to_end(key)
         before = cache.nbytes
-        cache.append(*rows())
+        cache.append(rows, tags)
         self._through.append(cache)
         self._count_cached(cache.nbytes - before)
 

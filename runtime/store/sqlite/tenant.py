@@ -76,13 +76,13 @@ class SqliteTenant(SqlTenant):
 
     def inserted(self, conn: Any, rowids: Sequence[int], records: Sequence[MemIR], rows: Sequence[tuple[Any, ...]],
                  vectors: Sequence[np.ndarray]) -> None:
-        """The new rows go straight into the scope's vector cache when it is current
-        (:meth:`SqliteDB.write_through`): a search after a write reads nothing back."""
-        if rowids:
-            self.db.write_through(conn, self.user_id, self.agent_id, rowids[0], lambda: (
-                [(rowid, *(row[i] for i in _CACHED), tiers.HOT_FORMAT, np.asarray(v, np.float32).tobytes())
-                 for rowid, row, v in zip(rowids, rows, vectors)],
-                [(rowid, tag) for rowid, r in zip(rowids, records) for tag in r.metadata.tags]))
+        """The new rows go straight into the scope's vector cache when it is current or these are the
+        scope's first rows (:meth:`SqliteDB.write_through`): a search after a write reads nothing back."""
+        if rowids and (cache := self.db.write_through(conn, self.user_id, self.agent_id, rowids[0])) is not None:
+            self.db.take_through(
+                cache, [(rowid, *(row[i] for i in _CACHED), tiers.HOT_FORMAT, np.asarray(v, np.float32).tobytes())
+                        for rowid, row, v in zip(rowids, rows, vectors)],
+                [(rowid, tag) for rowid, r in zip(rowids, records) for tag in r.metadata.tags])
 
     def conform_vectors(self, conn: Any, memory_ids: Sequence[str]) -> int:
         if not memory_ids:

@@ -53,7 +53,7 @@ class VectorCache:
         self.user_id, self.agent_id, self.encoder_id, self.dim = user_id, agent_id, encoder_id, dim
         self.epoch: str | int | None = None       # the backend's freshness stamps, as of the last load
         self.data_version: int | None = None
-        self.write_gen: int | None = None  # SQLite: None until loaded, and once this process commits rows it lacks
+        self.has_own_writes = False  # SQLite: holds every row this process committed (set once loaded)
         self.clear()
 
     def clear(self) -> None:
@@ -69,7 +69,7 @@ class VectorCache:
         self._tag_arr: dict[str, np.ndarray] = {}        # _tag_pos as arrays, rebuilt after a load
         self._gather: np.ndarray | None = None            # reused block buffer (made on first use)
         self.data_version = None
-        self.write_gen = None
+        self.has_own_writes = False
 
     # ------------------------------------------------------------------ reads
     @property

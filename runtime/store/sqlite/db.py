@@ -33,6 +33,16 @@ __all__ = ["SqliteDB"]
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
+def _data_version(conn: sqlite3.Connection) -> int:
+    """Moves when another connection commits (never for this one's own commits)."""
+    return int(conn.execute("PRAGMA data_version").fetchone()[0])
+
+
+def _epoch(conn: sqlite3.Connection) -> str:
+    """The store's ``vector_epoch``: moves whenever rows the caches mirror change or go."""
+    return str(conn.execute("SELECT value FROM meta WHERE key='vector_epoch'").fetchone()[0])
+
+
 class SqliteDB:
     """One SQLite file (or ``":memory:"``), thread-safe behind one re-entrant lock.
 
@@ -54,7 +64,6 @@ class SqliteDB:
         self._caches: OrderedDict[tuple[str, str, str], VectorCache] = OrderedDict()
         self._cached_bytes = 0
         self.cache_bytes = MAX_BYTES
-        self._write_gen = 0  # bumped at every COMMIT of this connection (data_version misses those)
         self._through: list[VectorCache] | None = None  # caches the open transaction extended (write_through)
         self._inserting: set[tuple[str, str]] = set()  # scopes the open transaction inserted rows into
         self._closed = False
@@ -207,7 +216,6 @@ class SqliteDB:
                 raise
             finally:
                 through, self._through = self._through, None
-            self._write_gen += 1
             # A cache of a scope this transaction inserted rows into, and did not take them
             # (write_through), lacks them: it loads them at its next use. Every other cache is as
             # current as before: rows enter a scope only by an insert (or a restore, which bumps the
@@ -216,7 +224,7 @@ class SqliteDB:
             for user_id, agent_id in self._inserting:
                 cache = self._caches.get((user_id, agent_id, enc))
                 if cache is not None and all(cache is not c for c in through):
-                    cache.write_gen = None
+                    cache.has_own_writes = False
             if self.scrub_pending:  # an earlier deletion is still in the WAL: try again, without waiting
                 self._try_truncate(0.0)
 
@@ -288,11 +296,10 @@ class SqliteDB:
         key = (user_id, agent_id, emb.encoder_id)
         cache = self._caches.get(key)
         conn = self._conn
-        # data_version: another connection committed; write_gen None: this one committed rows of the
-        # scope the cache did not take; epoch: existing rows changed (deletes, forget, re-embedding,
-        # filter-column updates) -> reload from scratch.
-        dv = conn.execute("PRAGMA data_version").fetchone()[0]
-        epoch = conn.execute("SELECT value FROM meta WHERE key='vector_epoch'").fetchone()[0]
+        # data_version: another connection committed; has_own_writes False: this one committed rows of
+        # the scope the cache did not take (PRAGMA data_version misses those); epoch: existing rows
+        # changed (deletes, forget, re-embedding, filter-column updates) -> reload from scratch.
+        dv, epoch = _data_version(conn), _epoch(conn)
         if cache is None:
             cache = self._caches[key] = VectorCache(user_id, agent_id, emb.encoder_id, emb.dim)
             cache.epoch = epoch
@@ -303,9 +310,9 @@ class SqliteDB:
         if cache.epoch != epoch:
             cache.clear()
             cache.epoch = epoch
-        if cache.data_version != dv or cache.write_gen is None:
+        if cache.data_version != dv or not cache.has_own_writes:
             load_since(cache, conn)
-            cache.data_version, cache.write_gen = dv, self._write_gen
+            cache.data_version, cache.has_own_writes = dv, True
         self._count_cached(cache.nbytes - before)
         return cache
 
@@ -318,7 +325,7 @@ class SqliteDB:
 
         Only when the cache held every row of the scope before — no commit by another connection
         (``PRAGMA data_version``) since it last loaded, nor by this one of rows of the scope it did not
-        take (``write_gen`` None, set at ``COMMIT``). That holds because rows enter a scope only through
+        take (``has_own_writes`` False, set at ``COMMIT``). That holds because rows enter a scope only through
         ``SqlTenant.insert``, which calls this, or ``restore_rows``, which bumps the vector epoch
         (every cache is dropped). A ``ROLLBACK`` drops every cache. A transaction that also changes
         stored rows (a retention decision keeping a new candidate and archiving another) bumps the
@@ -339,18 +346,16 @@ class SqliteDB:
             self._caches[key] = cache
             self._cached_bytes += cache.nbytes
             return cache
-        if cache.write_gen is None or first_rowid <= cache.max_rowid:
-            return None
-        if cache.data_version != conn.execute("PRAGMA data_version").fetchone()[0]:
+        if not cache.has_own_writes or first_rowid <= cache.max_rowid or cache.data_version != _data_version(conn):
             return None
         self._caches.move_to_end(key)
         return cache
 
     def take_through(self, cache: VectorCache, rows: Sequence[Sequence[Any]], tags: Sequence[tuple[int, str]]) -> None:
         """Append the rows :meth:`write_through` offered ``cache``, as :meth:`VectorCache.append` takes
-        them, with their tags; at ``COMMIT`` it stays current."""
-        if self._through is None:
-            return
+        them, with their tags (in the same transaction, right after the offer); at ``COMMIT`` it stays
+        current."""
+        assert self._through is not None, "take_through outside the transaction write_through offered in"
         before = cache.nbytes
         cache.append(rows, tags)
         self._through.append(cache)
@@ -365,9 +370,7 @@ class SqliteDB:
             return None
         emb = self.embedder
         cache = VectorCache(user_id, agent_id, emb.encoder_id, emb.dim)
-        cache.epoch = conn.execute("SELECT value FROM meta WHERE key='vector_epoch'").fetchone()[0]
-        cache.data_version = conn.execute("PRAGMA data_version").fetchone()[0]
-        cache.write_gen = self._write_gen
+        cache.epoch, cache.data_version, cache.has_own_writes = _epoch(conn), _data_version(conn), True
         return cache
 
     def _count_cached(self, grew: int) -> None:

@@ -1,8 +1,8 @@
 """Filling a scope's :class:`~runtime.store.scope_cache.VectorCache` from a SQLite store.
 
-Freshness: ``PRAGMA data_version`` moves when another connection commits and the store's write
-generation moves when this one does; the cache then loads rows with a higher rowid
-(:func:`load_since`). Anything that changes existing rows (delete, forget, tier/filter-column
+Freshness: ``PRAGMA data_version`` moves when another connection commits, and a commit of this one
+marks the caches of scopes it inserted rows into that did not take them (``has_own_writes``); the
+cache then loads rows with a higher rowid (:func:`load_since`). Anything that changes existing rows (delete, forget, tier/filter-column
 updates, re-embedding) bumps the store's ``vector_epoch`` (SQL triggers do it, so no code path can
 forget), and the cache reloads fully (:meth:`runtime.store.sqlite.db.SqliteDB.vector_cache`).
 """

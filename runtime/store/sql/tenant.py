@@ -66,6 +66,7 @@ class SqlTenant:
     dialect: ClassVar[SqlDialect]
     RETRIES: ClassVar[bool | None] = None  # a backend says whether a transaction can lose a conflict and run again
     VEC_COLS: ClassVar[str]  # the stored vector's columns of ``vectors v``, as :meth:`vector_of` reads them
+    READ_COLS: ClassVar[str] = READ_COLS  # a record's columns of ``memories m``, as ``row_to_record`` reads them
     NEWEST_FIRST: ClassVar[str] = "m.seq DESC, m.rowid DESC"  # ORDER BY for the latest writes (an index's order)
     db: Any                  # the backend's store object (``embedder``, ``cold_format``)
 
@@ -324,7 +325,7 @@ class SqlTenant:
             return []
         t, tp = self.clause(check_only=True)
         among, ap = self.dialect.in_set("m.id", memory_ids)
-        rows = conn.execute(f"SELECT m.rowid, {READ_COLS} FROM memories m WHERE {t} AND {among} "
+        rows = conn.execute(f"SELECT m.rowid, {self.READ_COLS} FROM memories m WHERE {t} AND {among} "
                             f"ORDER BY m.rowid{self.dialect.lock}", tp + ap).fetchall()
         return [(int(rowid), row_to_record(*rest)) for rowid, *rest in rows]
 
@@ -370,22 +371,27 @@ class SqlTenant:
         if buffer is not None:
             buffer.add(self.user_id, self.agent_id, [int(r) for r in rowids], ts(now))
             return
+        with self.reading() as conn:
+            self.count_accesses(conn, [int(r) for r in rowids], ts(now))
+
+    def count_accesses(self, conn: Any, rowids: list[int], at: float | None) -> None:
+        """One statement: one more access, at ``at``, for each of the scope's ``rowids`` (others are
+        not touched). A backend that counts accesses elsewhere than the row's columns overrides it."""
         d = self.dialect
         alias = "x" if d.lock else "m"  # where rows are locked, they are locked in rowid order first
         t, tp = self.clause(alias, check_only=True)
-        among, ap = d.in_set(f"{alias}.rowid", [int(r) for r in rowids])
+        among, ap = d.in_set(f"{alias}.rowid", rowids)
         which = (f"m.rowid IN (SELECT x.rowid FROM memories x WHERE {t} AND {among} ORDER BY x.rowid{d.lock})"
                  if d.lock else f"{t} AND {among}")
-        with self.reading() as conn:
-            conn.execute(f"UPDATE memories AS m SET access_count = access_count + 1, last_accessed_at = {d.ph} "
-                         f"WHERE {which}", [ts(now), *tp, *ap])
+        conn.execute(f"UPDATE memories AS m SET access_count = access_count + 1, last_accessed_at = {d.ph} "
+                     f"WHERE {which}", [at, *tp, *ap])
 
     # ------------------------------------------------------------------ reads
     def get(self, memory_id: str) -> MemIR | None:
         """The record with this id in this scope, or ``None`` (also for other scopes' ids)."""
         t, tp = self.clause()
         with self.reading() as conn:
-            row = conn.execute(f"SELECT {READ_COLS} FROM memories m WHERE {t} AND m.id = {self.dialect.ph}",
+            row = conn.execute(f"SELECT {self.READ_COLS} FROM memories m WHERE {t} AND m.id = {self.dialect.ph}",
                                [*tp, memory_id]).fetchone()
         return None if row is None else row_to_record(*row)
 
@@ -395,7 +401,7 @@ class SqlTenant:
         t, tp = self.clause()
         with self.reading() as conn:
             rows = conn.execute(
-                f"SELECT {READ_COLS}, v.encoder_id, {self.VEC_COLS} FROM memories m "
+                f"SELECT {self.READ_COLS}, v.encoder_id, {self.VEC_COLS} FROM memories m "
                 f"LEFT JOIN vectors v ON v.mem_rowid = m.rowid WHERE {t} ORDER BY m.seq, m.rowid", tp).fetchall()
         return [(row_to_record(*r[:5]), self.vector_of(r[6:]), r[5]) for r in rows]
 
@@ -441,7 +447,7 @@ class SqlTenant:
         t, tp = self.clause()
         lim = "" if limit is None else f" LIMIT {int(limit)}"
         with self.reading() as conn:
-            rows = conn.execute(f"SELECT {READ_COLS} FROM memories m WHERE {t} AND {where} ORDER BY m.seq, m.rowid"
+            rows = conn.execute(f"SELECT {self.READ_COLS} FROM memories m WHERE {t} AND {where} ORDER BY m.seq, m.rowid"
                                 f"{lim}", tp + params).fetchall()
         return [row_to_record(*r) for r in rows]
 
@@ -466,7 +472,7 @@ class SqlTenant:
         # One read for records and vectors (not a recall cache: a decision's working set is small).
         with self.reading() as conn:
             rows = self.dialect.vector_rows(
-                conn, f"SELECT {READ_COLS}, m.rowid, m.seq, v.mem_rowid, {self.VEC_COLS} FROM memories m LEFT JOIN vectors v "
+                conn, f"SELECT {self.READ_COLS}, m.rowid, m.seq, v.mem_rowid, {self.VEC_COLS} FROM memories m LEFT JOIN vectors v "
                 f"ON v.mem_rowid = m.rowid AND v.encoder_id = {ph} AND v.dim = {ph} WHERE {t} AND {where} "
                 f"ORDER BY m.seq, m.rowid", [emb.encoder_id, emb.dim, *tp, *params])
             missing = [int(r[5]) for r in rows if r[7] is None]
@@ -608,7 +614,7 @@ class SqlTenant:
         ph = self.dialect.ph
         with self.reading() as conn:
             rows = conn.execute(
-                f"SELECT {READ_COLS}, m.tier, m.seq, v.encoder_id, c.features, {self.VEC_COLS} FROM memories m "
+                f"SELECT {self.READ_COLS}, m.tier, m.seq, v.encoder_id, c.features, {self.VEC_COLS} FROM memories m "
                 f"LEFT JOIN vectors v ON v.mem_rowid = m.rowid LEFT JOIN memory_context c ON c.mem_rowid = m.rowid "
                 f"WHERE {t} AND m.seq > {ph} ORDER BY m.seq, m.rowid LIMIT {ph}",
                 tp + [int(after_seq), int(limit)]).fetchall()

@@ -25,7 +25,7 @@ from .. import tiers
 from ..scope_cache import MAX_BYTES, VectorCache
 from ..usage import Accesses, UsageBuffer
 from . import vectors as _vectors
-from .schema import apply_pragmas, check_not_foreign, migrate
+from .schema import COUNT_ACCESSES, apply_pragmas, check_not_foreign, migrate
 from .vector_cache import load_since
 
 __all__ = ["SqliteDB"]
@@ -168,8 +168,7 @@ class SqliteDB:
         """Recall accesses ``{(user, agent): [(rowid, count, latest time)]}`` in one transaction,
         each row matched with its scope (rows since deleted are simply not there)."""
         with self.transaction() as conn:
-            conn.executemany("UPDATE memories SET access_count = access_count + ?, last_accessed_at = ? "
-                             "WHERE rowid = ? AND +user_id = ? AND +agent_id = ?",
+            conn.executemany(COUNT_ACCESSES.format(rows="m.rowid = ? AND +m.user_id = ? AND +m.agent_id = ?"),
                              [(n, at, r, user, agent) for (user, agent), rows in accesses.items()
                               for r, n, at in rows])
 

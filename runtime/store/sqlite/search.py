@@ -20,7 +20,7 @@ import numpy as np
 from ...record.memir import RoleContext
 from ..filters import MemoryFilter, no_filter
 from ..ranking import Hit, RankWeights, SearchResult, top_k
-from ..row_codec import READ_COLS, row_to_record
+from ..row_codec import row_to_record
 from ..scope_cache import VectorCache
 from .tenant import SqliteTenant
 
@@ -44,7 +44,7 @@ def search(tenant: SqliteTenant, flt: MemoryFilter, now: datetime, q: np.ndarray
         cands = [(s, *r) for s, r in zip(sims.tolist(), cache.rank_rows(pos))]
         top = top_k(cands, now.timestamp(), context, weights, k)
         chosen = rowids[[i for _, i in top]]
-        recs = _verify(tenant, flt, now, chosen, READ_COLS)
+        recs = _verify(tenant, flt, now, chosen, tenant.READ_COLS)
         if len(recs) == len(chosen):
             hits = [Hit(row_to_record(*recs[int(rowids[i])]), sb, i) for sb, i in top]
             return SearchResult(hits, chosen.tolist(), lambda: _raw(tenant, flt, now, rowids, sims))
@@ -65,7 +65,7 @@ def _checked(tenant: SqliteTenant, flt: MemoryFilter, now: datetime, q: np.ndarr
     runs when SQL and the cache disagree. With ``pool <= k`` every verified candidate is returned, so
     the re-check reads the records too (one statement instead of two)."""
     whole = pool <= k
-    rowids, sims, rows = _proposed(tenant, flt, now, q, pool, f"{_RANK_COLS}, {READ_COLS}" if whole else _RANK_COLS)
+    rowids, sims, rows = _proposed(tenant, flt, now, q, pool, f"{_RANK_COLS}, {tenant.READ_COLS}" if whole else _RANK_COLS)
     if len(rowids) == 0:
         return SearchResult([], [], [])
     hits, hit_rowids = _rank(tenant, rowids, sims, rows, now, context, weights, k, whole)
@@ -175,7 +175,7 @@ def _rank(tenant: SqliteTenant, rowids: np.ndarray, sims: np.ndarray, rows: dict
         marks = ",".join("?" * len(top))
         with tenant.db.read() as conn:
             recs = {r[0]: row_to_record(*r[1:]) for r in conn.execute(
-                f"SELECT m.rowid, {READ_COLS} FROM memories m WHERE {t} AND m.rowid IN ({marks})",
+                f"SELECT m.rowid, {tenant.READ_COLS} FROM memories m WHERE {t} AND m.rowid IN ({marks})",
                 tp + [rid for _, _, rid in top])}
     hits = [Hit(recs[rid], sb, raw_rank) for sb, raw_rank, rid in top if rid in recs]
     return hits, [rid for _, _, rid in top if rid in recs]

@@ -24,6 +24,7 @@ from ..sql.dialect import SQLITE
 from ..sql.tenant import SqlTenant, TakenId
 from . import vectors as _vectors
 from .db import SqliteDB
+from .schema import COUNT_ACCESSES, READ_COLS
 from .vector_cache import load_since
 
 __all__ = ["SqliteTenant"]
@@ -40,6 +41,7 @@ class SqliteTenant(SqlTenant):
     RETRIES = False  # one writer at a time, under the store's lock: nothing to lose to another client
     VEC_COLS = "v.vec, v.fmt, v.dim"
     NEWEST_FIRST = "m.rowid DESC"  # rowid order is write order here, and ix_mem_scope's own order
+    READ_COLS = READ_COLS  # the usage columns with the accesses counted in memory_usage folded in
     db: SqliteDB
 
     def clause(self, alias: str = "m", *, check_only: bool = False) -> tuple[str, list[Any]]:
@@ -60,6 +62,13 @@ class SqliteTenant(SqlTenant):
         after the recall accesses pending in this process are applied."""
         self.db.flush_usage()
         return self.db.transaction()
+
+    def count_accesses(self, conn: Any, rowids: list[int], at: float | None) -> None:
+        """Into ``memory_usage`` (:mod:`.schema`): the wide rows are not rewritten."""
+        t, tp = self.clause(check_only=True)
+        among, ap = (f"m.rowid IN ({','.join('?' * len(rowids))})", rowids) if len(rowids) <= 500 else \
+            self.dialect.in_set("m.rowid", rowids)  # a recall's few rows: direct lookups, no JSON list to parse
+        conn.execute(COUNT_ACCESSES.format(rows=f"{t} AND {among}"), [1, at, *tp, *ap])
 
     def insert_memories(self, conn: Any, rows: Sequence[tuple[Any, ...]]) -> list[int]:
         out = []

@@ -20,6 +20,7 @@ from runtime.errors import ValidationError
 from runtime.record import utcnow
 from runtime.store import tiers
 from runtime.store.migrate import copy_store
+from runtime.store.sqlite.schema import STORE_FORMAT as SQLITE_FORMAT
 
 TOPICS = ["invoice refund for order", "router firmware crash", "hiking trip to the alps", "sourdough starter recipe",
           "quarterly tax filing", "guitar string gauge", "kubernetes pod eviction", "cat vaccination schedule"]
@@ -293,7 +294,7 @@ def test_a_format_2_sqlite_store_upgrades_and_compacts(make_store: Callable[...,
     conn.close()
     st2 = make_store("old.sqlite")
     conn = sqlite3.connect(path)
-    assert conn.execute("SELECT value FROM meta WHERE key='format'").fetchone()[0] == "3"
+    assert conn.execute("SELECT value FROM meta WHERE key='format'").fetchone()[0] == str(SQLITE_FORMAT)
     conn.close()
     assert _tiers(st2)["archive"]["formats"] == {"float32": 16}
     assert st2.backend.compact_vectors() == 16

@@ -98,31 +98,41 @@ Candidate = tuple[float, float, "float | None", float, str, "str | None", "str |
 seconds, event time in epoch seconds, active role, sub-role, source type, dialog role)``."""
 
 
-def _factors(similarity: float, confidence: float, half_life_s: float | None, event_ts: float,
-             active_role: str, sub_role: str | None, now_ts: float, current: RoleContext | None,
-             w: RankWeights, source_type: str | None, dialog_role: str | None,
-             ) -> tuple[float, float, float | None, float]:
-    """``(freshness, role match, role weight, total)`` of one candidate under ``w.rerank``: the one
+def _factors(candidates: Sequence[Candidate], now_ts: float, current: RoleContext | None,
+             w: RankWeights) -> list[tuple[float, float, float | None, float]]:
+    """``(freshness, role match, role weight, total)`` of each candidate under ``w.rerank``: the one
     place the score is computed, so a hit's breakdown and the order re-ranking found agree to the bit.
-    Epoch seconds on both sides (the store's columns hold exactly these floats)."""
-    if half_life_s is None and w.freshness is not None and source_type is not None and dialog_role is not None:
-        half_life_s = w.freshness.seconds(source_type, dialog_role)
-    if never_decays(half_life_s):
-        fresh = 1.0
-    else:
-        assert half_life_s is not None
-        fresh = float(0.5 ** (max(now_ts - event_ts, 0.0) / half_life_s))
-    if current is None or active_role != current.active_role:
-        rm = 1.0
-    elif current.sub_role is not None and sub_role == current.sub_role:
-        rm = 1.0 + w.full_role_bonus
-    else:
-        rm = 1.0 + w.partial_role_bonus
-    rw = None
-    if w.role_weights is not None:
-        rw = float(w.role_weights.get(sub_role, 0.0)) if sub_role is not None else 0.0
-        rm = max(rm, 1.0 + w.full_role_bonus * min(max(rw, 0.0), 1.0))
-    return fresh, rm, rw, max(similarity, 0.0) * confidence * fresh * rm
+    Epoch seconds on both sides (the store's columns hold exactly these floats). What is the same for
+    every candidate (the role bonuses, a kind's default half-life) is looked up once."""
+    fr, weights = w.freshness, w.role_weights
+    defaults: dict[tuple[str, str], float | None] = {}
+    active_now = current.active_role if current is not None else None
+    sub_now = current.sub_role if current is not None else None
+    full, partial = 1.0 + w.full_role_bonus, 1.0 + w.partial_role_bonus
+    out = []
+    for similarity, confidence, half_life_s, event_ts, active_role, sub_role, source_type, dialog_role in candidates:
+        if half_life_s is None and fr is not None and source_type is not None and dialog_role is not None:
+            kind = (source_type, dialog_role)
+            if kind not in defaults:
+                defaults[kind] = fr.seconds(source_type, dialog_role)
+            half_life_s = defaults[kind]
+        if never_decays(half_life_s):
+            fresh = 1.0
+        else:
+            assert half_life_s is not None
+            fresh = float(0.5 ** (max(now_ts - event_ts, 0.0) / half_life_s))
+        if current is None or active_role != active_now:
+            rm = 1.0
+        elif sub_now is not None and sub_role == sub_now:
+            rm = full
+        else:
+            rm = partial
+        rw = None
+        if weights is not None:
+            rw = float(weights.get(sub_role, 0.0)) if sub_role is not None else 0.0
+            rm = max(rm, 1.0 + w.full_role_bonus * min(max(rw, 0.0), 1.0))
+        out.append((fresh, rm, rw, max(similarity, 0.0) * confidence * fresh * rm))
+    return out
 
 
 def score(similarity: float, confidence: float, half_life_s: float | None, event_ts: float,
@@ -132,8 +142,8 @@ def score(similarity: float, confidence: float, half_life_s: float | None, event
     ``source_type`` and ``dialog_role`` pick the default half-life when ``half_life_s`` is None."""
     if not w.rerank:
         return ScoreBreakdown(similarity, 1.0, 1.0, 1.0, max(similarity, 0.0))
-    fresh, rm, rw, total = _factors(similarity, confidence, half_life_s, event_ts, active_role, sub_role,
-                                    now_ts, current, w, source_type, dialog_role)
+    [(fresh, rm, rw, total)] = _factors([(similarity, confidence, half_life_s, event_ts, active_role, sub_role,
+                                          source_type, dialog_role)], now_ts, current, w)
     return ScoreBreakdown(similarity, confidence, fresh, rm, total, rw)
 
 
@@ -144,12 +154,12 @@ def top_k(candidates: Sequence[Candidate], now_ts: float, current: RoleContext |
     then the earlier candidate. Only the ``k`` returned get a breakdown built (a recall's candidate
     pool is several times ``k``), from the factors its total was ranked by."""
     if w.rerank:
-        factors = [_factors(*c[:6], now_ts, current, w, *c[6:]) for c in candidates]
+        factors = _factors(candidates, now_ts, current, w)
     else:  # untyped retrieval: every factor 1, as score() gives it
         factors = [(1.0, 1.0, None, max(c[0], 0.0)) for c in candidates]
-    order = sorted(range(len(candidates)), key=lambda i: (-factors[i][3], -candidates[i][0], -candidates[i][3]))
+    order = sorted([(-f[3], -c[0], -c[3], i) for i, (f, c) in enumerate(zip(factors, candidates))])
     out = []
-    for i in order[:k]:
+    for *_, i in order[:k]:
         fresh, rm, rw, total = factors[i]
         out.append((ScoreBreakdown(candidates[i][0], candidates[i][1] if w.rerank else 1.0, fresh, rm, total, rw), i))
     return out

@@ -19,7 +19,7 @@ from pydantic import ValidationError as PydanticValidationError
 from ..errors import FilterError
 from ..record.memir import DialogRole, Id, Sensitivity, SourceType, UTCDateTime
 
-__all__ = ["RECALL_SENSITIVITY", "FilterFields", "MemoryFilter", "build_filter", "no_filter"]
+__all__ = ["RECALL_SENSITIVITY", "FilterFields", "MemoryFilter", "build_filter", "no_filter", "recall_filter"]
 
 RECALL_SENSITIVITY = Sensitivity.pii
 """What ``Scope.recall`` returns when the caller names no ``sensitivity``: at most ``pii``.
@@ -176,11 +176,14 @@ class MemoryFilter(BaseModel):
             nonlocal m
             if values is None:
                 return
-            codes = cache.codes(column, [str(getattr(x, "value", x)) for x in values])
+            codes = cache.codes(column, [str(getattr(x, "value", x)) for x in values]).tolist()
             col = cache.column(column)
-            hit = np.zeros(cache.n, dtype=bool)
-            for c in codes.tolist():  # a few == passes beat np.isin for the short lists filters use
-                hit |= col == c      # NULL (code -1) is never "in" a list
+            if codes:  # a few == passes beat np.isin for the short lists filters use
+                hit = col == codes[0]  # NULL (code -1) is never "in" a list
+                for c in codes[1:]:
+                    hit |= col == c
+            else:
+                hit = np.zeros(cache.n, dtype=bool)
             m &= ~hit if negate else hit
 
         if self.tier != "any":
@@ -233,6 +236,13 @@ def no_filter() -> MemoryFilter:
     """The empty filter, built once at first use: building its pydantic validator at import was the
     largest single cost of a cold ``MemoryStore.open``, which never needs it."""
     return MemoryFilter()
+
+
+@cache
+def recall_filter() -> MemoryFilter:
+    """The filter of a recall that names none: at most :data:`RECALL_SENSITIVITY`. Built once (a
+    filter is immutable), so a default recall does not validate one again."""
+    return MemoryFilter(sensitivity=RECALL_SENSITIVITY)
 
 
 def build_filter(**kwargs: Any) -> MemoryFilter:

@@ -24,7 +24,7 @@ from ..record.memir import RoleContext, utcnow
 from ..retention.plan import recent_context
 from ..scoring.role_weights import context_vector, default_role_weigher
 from . import tiers
-from .filters import RECALL_SENSITIVITY, build_filter
+from .filters import RECALL_SENSITIVITY, build_filter, recall_filter
 from .ranking import Hit
 from .refresh import check_weight, mix_query
 from .scope_core import ScopeCore
@@ -38,9 +38,10 @@ def recall(core: ScopeCore, query: str | np.ndarray, k: int, *, context: RoleCon
     """Stops 1–5 (see :meth:`runtime.store.scope.Scope.recall` for the arguments)."""
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:                                       # 1
         raise ValidationError(f"k must be a positive integer, got {k!r}", field="k")
-    if "sensitivity" not in filters:  # secrets stay out of prompts unless asked for by level
-        filters = {**filters, "sensitivity": RECALL_SENSITIVITY}
-    flt = build_filter(**filters)
+    if not filters:
+        flt = recall_filter()  # secrets stay out of prompts unless asked for by level
+    else:
+        flt = build_filter(**({"sensitivity": RECALL_SENSITIVITY} | filters))
     now = now or utcnow()
     store, tenant = core.store, core.tenant
     arm = core.recall_defaults  # an experiment arm's settings, where the call passes none

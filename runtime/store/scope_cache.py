@@ -103,10 +103,11 @@ class VectorCache:
         vocab = self._vocab[name]
         return np.array([vocab.get(v, _UNKNOWN) for v in values], dtype=np.int32)
 
-    def rank_rows(self, pos: np.ndarray) -> list[tuple[Any, ...]]:
-        """The :data:`RANK_COLUMNS` of the rows at positions ``pos``, one tuple per row, as the store's
-        own columns read back: floats, ``None`` for a missing half-life, text values for codes."""
-        columns = []
+    def rank_rows(self, pos: np.ndarray, similarities: list[float]) -> list[tuple[Any, ...]]:
+        """Each row at positions ``pos`` as re-ranking reads a candidate (``ranking.Candidate``): its
+        similarity, then its :data:`RANK_COLUMNS` as the store's own columns read back (floats, ``None``
+        for a missing half-life, text values for codes)."""
+        columns: list[list[Any]] = [similarities]
         for c in RANK_COLUMNS:
             values = self._cols[c][pos].tolist()
             if c in self._vocab:  # codes -> values; -1 (None) indexes the None appended last

@@ -305,14 +305,16 @@ class SqliteDB:
             self._cached_bytes += cache.nbytes
         else:
             self._caches.move_to_end(key)
-        before = cache.nbytes
-        if cache.epoch != epoch:
-            cache.clear()
-            cache.epoch = epoch
-        if cache.data_version != dv or not cache.has_own_writes:
+        if cache.epoch != epoch or cache.data_version != dv or not cache.has_own_writes:
+            before = cache.nbytes
+            if cache.epoch != epoch:
+                cache.clear()
+                cache.epoch = epoch
             load_since(cache, conn)
             cache.data_version, cache.has_own_writes = dv, True
-        self._count_cached(cache.nbytes - before)
+            self._count_cached(cache.nbytes - before)
+        elif self._cached_bytes > self.cache_bytes:  # the bound was lowered since
+            self._count_cached(0)
         return cache
 
     def write_through(self, conn: sqlite3.Connection, user_id: str, agent_id: str,

@@ -41,8 +41,7 @@ def search(tenant: SqliteTenant, flt: MemoryFilter, now: datetime, q: np.ndarray
         cache, pos, rowids, sims = _cached(tenant, flt, now, q, pool)
         if len(rowids) == 0:
             return SearchResult([], [], [])
-        cands = [(s, *r) for s, r in zip(sims.tolist(), cache.rank_rows(pos))]
-        top = top_k(cands, now.timestamp(), context, weights, k)
+        top = top_k(cache.rank_rows(pos, sims.tolist()), now.timestamp(), context, weights, k)
         chosen = rowids[[i for _, i in top]]
         recs = _verify(tenant, flt, now, chosen, tenant.READ_COLS)
         if len(recs) == len(chosen):

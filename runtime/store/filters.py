@@ -242,7 +242,7 @@ def no_filter() -> MemoryFilter:
 def recall_filter() -> MemoryFilter:
     """The filter of a recall that names none: at most :data:`RECALL_SENSITIVITY`. Built once (a
     filter is immutable), so a default recall does not validate one again."""
-    return MemoryFilter(sensitivity=RECALL_SENSITIVITY)
+    return build_filter(sensitivity=RECALL_SENSITIVITY)
 
 
 def build_filter(**kwargs: Any) -> MemoryFilter:

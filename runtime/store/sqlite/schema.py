@@ -7,7 +7,7 @@ vectors as float32 blobs beside the row with the id of the encoder that made the
 (access count, last access, utility, retention reason) lives in columns only, never in the JSON, and
 a recall's accesses go to a narrow table of their own (``memory_usage``): counting ten accesses then
 rewrites one small page instead of the ten wide rows' pages (a row carries its JSON body; about three
-fit on a page), and the write-ahead log it grows is a tenth as long (:data:`READ_COLS` folds them in).
+fit on a page), and the write-ahead log grows a sixth as much (:data:`READ_COLS` folds them in).
 """
 
 from __future__ import annotations

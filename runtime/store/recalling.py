@@ -29,7 +29,11 @@ from .ranking import Hit
 from .refresh import check_weight, mix_query
 from .scope_core import ScopeCore
 
-__all__ = ["recall"]
+__all__ = ["MAX_POOL", "recall"]
+
+MAX_POOL = 2**31 - 1
+"""The most candidates a search takes, whatever ``k`` or ``candidates`` ask: more than any scope holds,
+and within every engine's row limit (PostgreSQL's ``LIMIT`` is a bigint: ``k = 2**63`` failed there)."""
 
 
 def recall(core: ScopeCore, query: str | np.ndarray, k: int, *, context: RoleContext | None, now: datetime | None,
@@ -72,7 +76,7 @@ def recall(core: ScopeCore, query: str | np.ndarray, k: int, *, context: RoleCon
         q = mix_query(q, recent, w)
     if context is None and (acting := core.live(session=False).acting) is not None:  # the role the agent acts in
         context = RoleContext(active_role=acting.active_role, sub_role=acting.sub_role)
-    pool = max(k, candidates or store.candidate_pool)                                                # 3
+    pool = min(max(k, candidates or store.candidate_pool), MAX_POOL)                                 # 3
     res = tenant.search(flt, now, q, k=k, pool=pool, context=context, weights=weights, touch=update_usage)
     if update_usage and flt.tier != "working" and res.hits and store.config.promote_on_access:       # 4
         _promote(core, [h.record.id for h in res.hits], now)

@@ -215,6 +215,14 @@ def test_bad_recall_arguments(store: MemoryStore, rng: np.random.Generator) -> N
     assert me.recall(unit_vectors(rng, 1)[0], k=1, sessions=[]) == []
 
 
+def test_a_k_beyond_any_engine_limit_returns_every_hit(store: MemoryStore) -> None:
+    """``k`` or ``candidates`` past a bigint (PostgreSQL's ``LIMIT``) is just "all of them"."""
+    me = store.scope(user_id="alice")
+    me.write_many(["the invoice is due", "the hotel is booked", "the flight moved"])
+    assert len(me.recall("invoice", k=2**63)) == 3
+    assert len(me.recall("invoice", k=2, candidates=2**70)) == 2
+
+
 def test_format_context_labels_source_role_session_and_time(store: MemoryStore, now: datetime) -> None:
     me = store.scope(user_id="alice")
     me.write("Customer reported a double charge on order 5512", session_id="s1", active_role="support",

@@ -8,9 +8,9 @@ import sqlite3
 from datetime import timedelta
 from pathlib import Path
 
-from runtime import MemoryStore, StoreConfig
+from runtime import MemoryStore, Scope, StoreConfig
 from runtime.encoders import HashEmbedder
-from runtime.record import utcnow
+from runtime.record import MemIR, utcnow
 from runtime.store.sqlite.schema import STORE_FORMAT
 
 
@@ -26,11 +26,16 @@ def _raw(path: Path, sql: str) -> list[tuple]:
         conn.close()
 
 
+def _alice_note(path: Path, config: StoreConfig | None = None) -> tuple[MemoryStore, Scope, MemIR]:
+    """A store at ``path``, alice's scope and the one memory written to it."""
+    st = _open(path, config)
+    me = st.scope(user_id="alice")
+    return st, me, me.write("the invoice is due on Friday")
+
+
 def test_recalls_count_beside_the_row_and_every_read_sees_them(tmp_path: Path) -> None:
     path = tmp_path / "m.sqlite"
-    st = _open(path)
-    me = st.scope(user_id="alice")
-    m = me.write("the invoice is due on Friday")
+    st, me, m = _alice_note(path)
     other = me.write("the hotel in Lisbon is booked")
     t0 = utcnow()
     for _ in range(3):
@@ -59,9 +64,7 @@ def test_recalls_count_beside_the_row_and_every_read_sees_them(tmp_path: Path) -
 
 def test_accesses_written_behind_land_in_the_same_table(tmp_path: Path) -> None:
     path = tmp_path / "m.sqlite"
-    st = _open(path, StoreConfig(usage_flush_s=3600.0))
-    me = st.scope(user_id="alice")
-    m = me.write("the invoice is due on Friday")
+    st, me, m = _alice_note(path, StoreConfig(usage_flush_s=3600.0))
     for _ in range(4):
         me.recall("invoice due", k=1)
     assert _raw(path, "SELECT count(*) FROM memory_usage") == [(0,)]  # pending in the process
@@ -72,9 +75,7 @@ def test_accesses_written_behind_land_in_the_same_table(tmp_path: Path) -> None:
 
 def test_a_format_3_store_keeps_its_counts_and_adds_to_them(tmp_path: Path) -> None:
     path = tmp_path / "m.sqlite"
-    st = _open(path)
-    me = st.scope(user_id="alice")
-    m = me.write("the invoice is due on Friday")
+    st, _, m = _alice_note(path)
     st.close()
     conn = sqlite3.connect(path)  # the format-3 layout: counts in the row's columns, no memory_usage
     conn.execute("DROP TABLE memory_usage")
